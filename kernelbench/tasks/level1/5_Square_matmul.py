@@ -1,0 +1,23 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Square matrix multiplication C = A @ B."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(A, B)
+
+
+N = 128
+
+
+def get_inputs():
+    return [torch.rand(N, N), torch.rand(N, N)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,147 @@
+"""Compiling candidates ahead of judging: separate processes, a timeout, a cache by source hash.
+
+``load_inline`` candidates compile when their module is imported, so a build is
+an import in a throw-away process (``candidate --compile-only``) whose
+extension, Triton, CuPy and Numba caches live in ``CACHE/builds/<sha256>/``.
+The judging worker later imports with the same cache folders and finds the
+build done. Builds run on a thread pool sized to the CPU count while the GPU
+judges other items; a successful build leaves ``ok.json`` so an unchanged
+candidate never compiles again across runs. On timeout the build's whole
+process group is killed and the lock files it left are removed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pytest_cudal1.candidates import Candidate
+from pytest_cudal1.reasons import Reason
+
+COMPILED_BACKENDS = ("cuda", "cpp")
+
+
+@dataclasses.dataclass
+class BuildResult:
+    reason: Reason  # OK or the failure's code
+    message: str = ""
+    seconds: float = 0.0
+    cached: bool = False
+    log_tail: str = ""
+
+
+class BuildPool:
+    """Builds candidates in the background; ``result`` waits for one."""
+
+    def __init__(self, cache_root: Path, timeout: float, gpu_arch: str | None, workers: int | None = None) -> None:
+        self.cache_root = cache_root
+        self.timeout = timeout
+        self.gpu_arch = gpu_arch
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+        self.futures: dict[str, concurrent.futures.Future[BuildResult]] = {}
+
+    def build_dir(self, candidate: Candidate) -> Path:
+        d = self.cache_root / "builds" / candidate.sha256
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def source_path(self, candidate: Candidate) -> str:
+        """The candidate's real file, or a cached copy of its source (Triton needs a file)."""
+        if candidate.path:
+            return candidate.path
+        path = self.cache_root / "sources" / f"{candidate.sha256}.py"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(candidate.source, encoding="utf-8")
+            tmp.replace(path)
+        return str(path)
+
+    def module_name(self, candidate: Candidate) -> str:
+        return f"cudal1_candidate_{candidate.sha256[:16]}"
+
+    def env(self, candidate: Candidate, gpu: bool) -> dict[str, str]:
+        """Cache folders (and CPU simulators) for every process that imports this candidate."""
+        d = self.build_dir(candidate)
+        env = {
+            "TORCH_EXTENSIONS_DIR": str(d / "torch_extensions"),
+            "TRITON_CACHE_DIR": str(d / "triton"),
+            "CUPY_CACHE_DIR": str(d / "cupy"),
+            "NUMBA_CACHE_DIR": str(d / "numba"),
+            "MAX_JOBS": "1",
+        }
+        if self.gpu_arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+            env["TORCH_CUDA_ARCH_LIST"] = self.gpu_arch
+        if not gpu:
+            env["TRITON_INTERPRET"] = "1"
+            env["NUMBA_ENABLE_CUDASIM"] = "1"
+        return env
+
+    def submit(self, candidate: Candidate, gpu: bool) -> None:
+        if candidate.backend in COMPILED_BACKENDS and candidate.sha256 not in self.futures:
+            self.futures[candidate.sha256] = self.pool.submit(self._build, candidate, gpu)
+
+    def result(self, candidate: Candidate, gpu: bool) -> BuildResult:
+        """Wait for the candidate's build; backends that compile lazily need none."""
+        if candidate.backend not in COMPILED_BACKENDS:
+            return BuildResult(Reason.OK, "compiles at first call")
+        self.submit(candidate, gpu)
+        return self.futures[candidate.sha256].result()
+
+    def _build(self, candidate: Candidate, gpu: bool) -> BuildResult:
+        d = self.build_dir(candidate)
+        marker = d / "ok.json"
+        if marker.exists():
+            info = json.loads(marker.read_text())
+            return BuildResult(Reason.OK, "cached build", float(info.get("seconds", 0.0)), cached=True)
+        log_path = d / "build.log"
+        t0 = time.perf_counter()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest_cudal1.workers.candidate", "--compile-only",
+                 self.source_path(candidate), self.module_name(candidate)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, **self.env(candidate, gpu)}, cwd=str(d),
+            )
+            try:
+                code = proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                for lock in d.rglob("lock"):
+                    lock.unlink(missing_ok=True)
+                return BuildResult(Reason.COMPILE_TIMEOUT, f"build ran past {self.timeout:.0f} s; killed",
+                                   time.perf_counter() - t0, log_tail=_tail(log_path))
+        seconds = time.perf_counter() - t0
+        tail = _tail(log_path)
+        if code == 0:
+            marker.write_text(json.dumps({"seconds": seconds}))
+            return BuildResult(Reason.OK, "built", seconds)
+        return BuildResult(_classify_failure(tail), _last_line(tail), seconds, log_tail=tail)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _classify_failure(log: str) -> Reason:
+    if "SyntaxError" in log:
+        return Reason.SYNTAX_ERROR
+    if "Error building extension" in log or "CompilationError" in log or "ninja: build stopped" in log:
+        return Reason.COMPILE_ERROR
+    return Reason.IMPORT_ERROR
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    return path.read_bytes()[-limit:].decode("utf-8", "replace")
+
+
+def _last_line(log: str) -> str:
+    lines = [ln for ln in log.strip().splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else "build failed with no output"

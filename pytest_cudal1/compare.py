@@ -1,0 +1,153 @@
+"""Output comparison: structure, shape, dtype, device, NaN/Inf positions, then values.
+
+Tolerance (documented in README "Correctness"): element i of a floating output
+passes when
+
+    |c_i - e_i| <= rtol(dtype) * (|e_i| + rms(e)) + 2 * max|n - e|
+
+where ``e`` is the reference computed in float64, ``n`` the reference in the
+task's own dtype and ``rms(e)`` the root mean square of the finite reference
+values. The ``rms`` term keeps elements near zero (cancellation) from demanding
+impossible relative accuracy; the ``max|n - e|`` term grants a candidate twice
+the rounding error the reference itself makes in the task's dtype (deep
+reductions, TF32 convolutions the reference itself uses). ``rtol`` is 1e-4 for
+float32 (hundreds of ulps: reordered sums pass, while bf16 or TF32 arithmetic,
+errors near 4e-3 and 5e-4 of rms on zero-mean inputs, fails), 1e-2 for float16,
+2e-2 for bfloat16, 1e-9 for float64. Integer and boolean outputs must be exact.
+NaN and ±Inf must sit at exactly the reference's positions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_cudal1.reasons import Reason
+from pytest_cudal1.records import Verdict
+from pytest_cudal1.wire import Unsupported
+
+RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float64": 1e-9}
+DEFAULT_RTOL = 1e-4
+
+
+def compare(candidate: Any, expected: Any, native: Any = None, where: str = "output") -> Verdict | None:
+    """None when ``candidate`` matches; otherwise the failing Verdict with evidence."""
+    import torch
+
+    if isinstance(candidate, Unsupported):
+        return Verdict(Reason.STRUCTURE_MISMATCH, f"{where} is a {candidate.type_name} ({candidate.why or 'not a plain value'})",
+                       {"where": where, "type": candidate.type_name})
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(candidate, torch.Tensor):
+            return _structure(where, expected, candidate)
+        return _compare_tensor(candidate, expected, native if isinstance(native, torch.Tensor) else None, where)
+    if isinstance(expected, (list, tuple)):
+        if type(candidate) is not type(expected) or len(candidate) != len(expected):
+            return _structure(where, expected, candidate)
+        nat = native if isinstance(native, (list, tuple)) and len(native) == len(expected) else [None] * len(expected)
+        for i, (c, e, n) in enumerate(zip(candidate, expected, nat)):
+            bad = compare(c, e, n, f"{where}[{i}]")
+            if bad:
+                return bad
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(candidate, dict) or set(candidate) != set(expected):
+            return _structure(where, expected, candidate)
+        for k in expected:
+            bad = compare(candidate[k], expected[k], native.get(k) if isinstance(native, dict) else None, f"{where}[{k!r}]")
+            if bad:
+                return bad
+        return None
+    if isinstance(expected, float) and isinstance(candidate, (int, float)) and not isinstance(candidate, bool):
+        return _compare_tensor(torch.tensor(float(candidate)), torch.tensor(expected, dtype=torch.float64), None, where,
+                               check_meta=False)
+    if candidate != expected or type(candidate) is not type(expected):
+        return Verdict(Reason.WRONG_OUTPUT, f"{where}: {candidate!r} != {expected!r}", {"where": where})
+    return None
+
+
+def _structure(where: str, expected: Any, candidate: Any) -> Verdict:
+    return Verdict(Reason.STRUCTURE_MISMATCH, f"{where}: expected {_kind(expected)}, got {_kind(candidate)}",
+                   {"where": where, "expected": _kind(expected), "got": _kind(candidate)})
+
+
+def _kind(v: Any) -> str:
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return f"Tensor{list(v.shape)}"
+    if isinstance(v, (list, tuple)):
+        return f"{type(v).__name__} of {len(v)}"
+    return type(v).__name__
+
+
+def _device_type(t: Any) -> str:
+    return str(getattr(t, "wire_device", t.device)).split(":")[0]
+
+
+def _compare_tensor(c: Any, e: Any, n: Any, where: str, check_meta: bool = True) -> Verdict | None:
+    import torch
+
+    ev: dict[str, Any] = {"where": where}
+    if tuple(c.shape) != tuple(e.shape):
+        return Verdict(Reason.SHAPE_MISMATCH, f"{where}: shape {list(c.shape)}, expected {list(e.shape)}",
+                       {**ev, "shape": list(c.shape), "expected_shape": list(e.shape)})
+    want_dtype = (n if n is not None else e).dtype
+    if check_meta and c.dtype != want_dtype:
+        return Verdict(Reason.DTYPE_MISMATCH, f"{where}: dtype {c.dtype}, expected {want_dtype}",
+                       {**ev, "dtype": str(c.dtype), "expected_dtype": str(want_dtype)})
+    ref_dev = _device_type(n if n is not None else e)
+    if check_meta and _device_type(c) != ref_dev:
+        return Verdict(Reason.DEVICE_MISMATCH, f"{where}: on {_device_type(c)}, expected {ref_dev}",
+                       {**ev, "device": _device_type(c), "expected_device": ref_dev})
+    if not (e.is_floating_point() or e.is_complex()):
+        same = torch.eq(c, e)
+        if bool(same.all()):
+            return None
+        idx = _unravel(int((~same).reshape(-1).nonzero()[0]), e.shape)
+        return Verdict(Reason.WRONG_OUTPUT, f"{where}: {int((~same).sum())} of {e.numel()} elements differ; first at {idx}",
+                       {**ev, "index": idx, "got": c[idx].item(), "expected": e[idx].item(), "n_bad": int((~same).sum())})
+    c64, e64 = c.to(torch.float64), e.to(torch.float64)
+    for name, fn in (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
+        mc, me = fn(c64), fn(e64)
+        if not torch.equal(mc, me):
+            diff = (mc != me).reshape(-1).nonzero()
+            idx = _unravel(int(diff[0]), e.shape)
+            return Verdict(Reason.NONFINITE_MISMATCH,
+                           f"{where}: {name} positions differ at {len(diff)} elements; first at {idx} "
+                           f"(got {c64[idx].item()}, expected {e64[idx].item()})",
+                           {**ev, "index": idx, "got": c64[idx].item(), "expected": e64[idx].item(), "n_bad": len(diff)})
+    finite = torch.isfinite(e64)
+    if not bool(finite.any()):
+        return None
+    cf, ef = c64[finite], e64[finite]
+    rms = float(ef.square().mean().sqrt())
+    rtol = RTOL.get(str(want_dtype).removeprefix("torch."), DEFAULT_RTOL)
+    slack = 0.0
+    if n is not None and n.shape == e.shape:
+        slack = 2.0 * float((n.to(torch.float64)[finite] - ef).abs().max())
+    err = (cf - ef).abs()
+    bound = rtol * (ef.abs() + rms) + slack
+    bad = err > bound
+    if not bool(bad.any()):
+        return None
+    ratio = err / bound
+    worst_flat = int(ratio.argmax())
+    idx = _unravel(int(finite.reshape(-1).nonzero()[worst_flat]), e.shape)
+    evidence = {
+        **ev, "index": idx, "got": c64[idx].item(), "expected": e64[idx].item(),
+        "max_abs_err": float(err.max()), "max_rel_err": float((err / (ef.abs() + rms)).max()),
+        "n_bad": int(bad.sum()), "numel": e.numel(), "rtol": rtol, "rms": rms, "slack": slack,
+    }
+    return Verdict(Reason.WRONG_OUTPUT,
+                   f"{where}: {int(bad.sum())} of {e.numel()} elements beyond tolerance; worst at {idx}: "
+                   f"got {evidence['got']:.6g}, expected {evidence['expected']:.6g} "
+                   f"(max abs err {evidence['max_abs_err']:.3g}, max rel err {evidence['max_rel_err']:.3g}, rtol {rtol:g})",
+                   evidence)
+
+
+def _unravel(flat: int, shape: Any) -> tuple[int, ...]:
+    idx = []
+    for dim in reversed(tuple(shape)):
+        idx.append(flat % dim)
+        flat //= dim
+    return tuple(reversed(idx))

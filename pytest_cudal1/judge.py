@@ -1,0 +1,242 @@
+"""Judge one (task, candidate) pair: build, check on hypothesis-drawn inputs, time in pairs.
+
+Runs in the controller (the pytest process), which never imports candidate code:
+it moves data between the trusted reference worker and the untrusted candidate
+worker and decides from that data. Mode policy, applied to both models alike
+in correctness and timing: ``eval()`` mode under ``torch.no_grad()`` (as
+CUDA-L1's checker does), so dropout is off and batch norm uses running stats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+from typing import Any
+
+from kernelbench.loaders import Task
+from pytest_cudal1 import environment
+from pytest_cudal1.builds import BuildPool
+from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate
+from pytest_cudal1.compare import compare
+from pytest_cudal1.reasons import Reason
+from pytest_cudal1.recipes import Recipe, recipe_strategy
+from pytest_cudal1.records import JudgedRecord, Verdict
+from pytest_cudal1.reward import reward_for
+from pytest_cudal1.timing import AuditFailure, TimingConfig, measure_pairs
+from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
+
+CPU_ONLY_BACKENDS = ("cpp",)
+
+
+@dataclasses.dataclass
+class JudgeConfig:
+    seed: int
+    workdir: Path
+    trials: int = 5
+    call_timeout: float = 60.0
+    compile_timeout: float = 600.0
+    timing: TimingConfig = dataclasses.field(default_factory=TimingConfig)
+
+
+class ReferencePool:
+    """One trusted reference worker per task, reused by consecutive candidates of that task."""
+
+    def __init__(self, cfg: JudgeConfig) -> None:
+        self.cfg = cfg
+        self.task_sha: str | None = None
+        self.worker: WorkerProcess | None = None
+        self.init_inputs: list[Any] = []
+
+    def get(self, task: Task) -> WorkerProcess:
+        if self.worker is not None and self.task_sha == task.sha256 and self.worker.proc.poll() is None:
+            return self.worker
+        self.close()
+        safe = task.id.replace("/", "_")
+        self.worker = WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log")
+        self.task_sha = task.sha256
+        loaded = self.worker.request("load", {"source": task.source, "origin": task.origin, "seed": self.cfg.seed},
+                                     self.cfg.compile_timeout)
+        self.init_inputs = loaded["init_inputs"]
+        return self.worker
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+        self.worker, self.task_sha = None, None
+
+
+class _Mismatch(Exception):
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+
+class _Fatal(Exception):
+    def __init__(self, failure: WorkerFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class Judge:
+    """Holds what outlives one item: the reference pool and the build pool."""
+
+    def __init__(self, cfg: JudgeConfig, builds: BuildPool, gpu: bool) -> None:
+        self.cfg = cfg
+        self.builds = builds
+        self.gpu = gpu
+        self.references = ReferencePool(cfg)
+
+    def unavailable(self, candidate: Candidate) -> str | None:
+        """Why this machine cannot run the candidate's backend, or None."""
+        backend = candidate.backend
+        if backend in GPU_ONLY_BACKENDS and not self.gpu:
+            return f"backend {backend!r} needs a CUDA GPU and none is visible"
+        if backend in CPU_ONLY_BACKENDS and self.gpu:
+            return f"backend {backend!r} builds a CPU-only extension; inputs live on the GPU here"
+        for backend_name, module in (("triton", "triton"), ("numba", "numba"), ("cupy", "cupy")):
+            if backend == backend_name:
+                import importlib.util
+
+                if importlib.util.find_spec(module) is None:
+                    return f"backend {backend!r} needs the {module!r} package, which is not installed"
+        return None
+
+    def judge(self, task: Task, candidate: Candidate) -> JudgedRecord:
+        record = JudgedRecord(
+            task_id=task.id, level=task.level, problem_id=task.problem_id, task_name=task.name,
+            candidate_name=candidate.name, candidate_sha256=candidate.sha256, candidate_origin=candidate.origin,
+            backend=candidate.backend, device="cuda" if self.gpu else "cpu", verdict=Verdict(Reason.OK),
+            seed=self.cfg.seed, environment=environment.describe(),
+        )
+        why = self.unavailable(candidate)
+        if why:
+            record.verdict = Verdict(Reason.BACKEND_UNAVAILABLE, why)
+            return record
+        build = self.builds.result(candidate, self.gpu)
+        record.compile_s = build.seconds
+        if build.reason is not Reason.OK:
+            record.verdict = Verdict(build.reason, build.message, {"log_tail": build.log_tail})
+            return record
+        try:
+            reference = self.references.get(task)
+        except WorkerFailure as exc:
+            self.references.close()
+            reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR
+            record.verdict = Verdict(reason, f"reference for {task.id}: {exc.message}", exc.evidence)
+            return record
+        safe = f"{task.id}-{candidate.name}".replace("/", "_")
+        worker = WorkerProcess("candidate", self.cfg.workdir / "logs" / f"candidate-{safe}.log",
+                               env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)))
+        try:
+            record.verdict = self._run(task, candidate, reference, worker, record)
+        finally:
+            worker.close()
+        record.reward = reward_for(record.verdict, record.timing)
+        return record
+
+    def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
+             record: JudgedRecord) -> Verdict:
+        cfg = self.cfg
+        try:
+            loaded = worker.request("load", {"path": self.builds.source_path(candidate),
+                                             "module_name": self.builds.module_name(candidate)}, cfg.compile_timeout)
+        except WorkerFailure as exc:
+            reason = Reason.IMPORT_ERROR if exc.reason is Reason.RUNTIME_ERROR else exc.reason
+            if exc.reason is Reason.TIMEOUT:
+                reason = Reason.COMPILE_TIMEOUT
+            return Verdict(reason, exc.message, exc.evidence)
+        if record.compile_s is None or candidate.backend not in ("cuda", "cpp"):
+            record.compile_s = loaded["import_s"]
+        if not loaded["has_modelnew"]:
+            return Verdict(Reason.NO_MODELNEW, f"{candidate.origin} defines no class ModelNew")
+        try:
+            worker.request("build", {"init_inputs": self.references.init_inputs, "seed": cfg.seed}, cfg.call_timeout)
+        except WorkerFailure as exc:
+            reason = Reason.INIT_ERROR if exc.reason is Reason.RUNTIME_ERROR else exc.reason
+            return Verdict(reason, exc.message, exc.evidence)
+
+        bad = self._check_trials(task, reference, worker, record)
+        if bad is not None:
+            return bad
+
+        try:
+            base = reference.request("prepare_timing", {"seed": cfg.seed}, cfg.call_timeout)["inputs"]
+            worker.request("prepare_timing", {"inputs": base}, cfg.call_timeout)
+            record.timing = measure_pairs(reference, worker, cfg.timing, random.Random(cfg.seed ^ 0x7177),
+                                          lambda c, r: compare(c, r, None, "timed output"))
+            record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
+        except AuditFailure as exc:
+            v = exc.verdict
+            return Verdict(v.reason, f"timed call (pair {exc.pair}): {v.message}", {**v.evidence, "pair": exc.pair})
+        except WorkerFailure as exc:
+            return Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence)
+        return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
+
+    def _check_trials(self, task: Task, reference: WorkerProcess, worker: WorkerProcess,
+                      record: JudgedRecord) -> Verdict | None:
+        """Correctness on hypothesis-drawn recipes; the task's own distribution always runs first."""
+        from hypothesis import HealthCheck, Phase, Verbosity, example, given, reject, settings
+        from hypothesis import seed as hypothesis_seed
+        from hypothesis.errors import Flaky, Unsatisfiable
+
+        cfg = self.cfg
+        fatal: list[WorkerFailure] = []
+
+        @hypothesis_seed(cfg.seed)
+        @settings(max_examples=max(cfg.trials - 1, 1), database=None, deadline=None, derandomize=False,
+                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
+                  report_multiple_bugs=False, print_blob=False, verbosity=Verbosity.quiet)
+        @example(Recipe(seed=cfg.seed, family="task", scale=1.0))
+        @given(recipe_strategy())
+        def trial(recipe: Recipe) -> None:
+            if fatal:
+                raise _Fatal(fatal[0])
+            try:
+                ref = reference.request("trial", {"recipe": dataclasses.asdict(recipe)}, cfg.call_timeout * 4)
+            except WorkerFailure as exc:
+                fatal.append(WorkerFailure(Reason.REFERENCE_ERROR, f"reference failed on {recipe}: {exc.message}",
+                                           exc.evidence))
+                raise _Fatal(fatal[0]) from None
+            if recipe.family != "task" and _has_nonfinite(ref["expected"]):
+                reject()
+            try:
+                got = worker.request("run", {"inputs": ref["inputs"]}, cfg.call_timeout)
+            except WorkerFailure as exc:
+                fatal.append(exc)
+                raise _Fatal(exc) from None
+            if record.first_call_ms is None:
+                record.first_call_ms = got["call_ms"]
+            bad = compare(got["outputs"], ref["expected"], ref["native"])
+            if bad is not None:
+                bad.evidence["recipe"] = str(recipe)
+                bad.evidence["float64_reference"] = ref["float64"]
+                bad.message = f"{bad.message} [{recipe}]"
+                raise _Mismatch(bad)
+
+        try:
+            trial()
+        except _Mismatch as exc:
+            return exc.verdict
+        except _Fatal as exc:
+            if exc.failure.reason is Reason.REFERENCE_ERROR:
+                self.references.close()
+            return Verdict(exc.failure.reason, exc.failure.message, exc.failure.evidence)
+        except Flaky as exc:
+            return Verdict(Reason.NONDETERMINISTIC, f"the same recipe failed differently on a re-run: {exc}",
+                           {"detail": str(exc)[:2000]})
+        except Unsatisfiable:
+            pass  # every drawn family was invalid for this task; the task's own inputs still ran
+        return None
+
+
+def _has_nonfinite(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return bool(value.is_floating_point() and not torch.isfinite(value).all())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nonfinite(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_nonfinite(v) for v in value.values())
+    return False

@@ -1,0 +1,293 @@
+"""The pytest plugin: options, collection of (task, candidate) items, the terminal summary.
+
+Hooks only; the work is delegated (``judge``, ``ledger``, ``summary``). Nothing
+heavy is imported at start-up, so ``pytest --help`` stays fast. Judging starts
+when a task or candidate path is given (option or ini) or with ``--cudal1``
+for the bundled set; then, unless test paths are named on the command line,
+only the judged items are collected.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from pytest_cudal1.reasons import Reason
+
+SETTINGS: list[tuple[str, str, Any, str]] = [
+    # (name, type, default, help) -- each is --cudal1-<name> and ini cudal1_<name>.
+    ("tasks", "string", None, "KernelBench tasks: a checkout, a levelN/ folder, a JSONL file or one .py (default: bundled set)"),
+    ("candidates", "string", None, "candidates: a levelN/<problem>/ folder or a JSONL file (default: bundled candidates "
+                                   "for the bundled set, else each task's own reference)"),
+    ("level", "string", None, "comma-separated levels to judge, e.g. 1,2"),
+    ("ledger", "string", "cudal1-ledger.jsonl", "reward ledger (JSONL) to append every judged pair to"),
+    ("trials", "int", 5, "correctness trials per candidate (hypothesis-drawn input recipes)"),
+    ("seed", "int", None, "seed for models, recipes and timing (default: random, recorded in the ledger)"),
+    ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling"),
+    ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),
+    ("time-budget", "float", 10.0, "seconds of paired timing per candidate, at most"),
+    ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),
+    ("max-pairs", "int", 200, "most timed pairs"),
+    ("target-ci", "float", 0.02, "stop timing once the speedup's 95% interval is within this fraction"),
+    ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
+]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cudal1", "pytest-cudal1: judge GPU kernel candidates")
+    group.addoption("--cudal1", action="store_true", default=False,
+                    help="judge the bundled task set (implied by --cudal1-tasks/--cudal1-candidates)")
+    for name, kind, default, help_text in SETTINGS:
+        ini = f"cudal1_{name.replace('-', '_')}"
+        group.addoption(f"--cudal1-{name}", dest=ini, default=None, help=f"{help_text} [ini: {ini}]")
+        parser.addini(ini, help=help_text, type=kind if kind != "int" and kind != "float" else "string",
+                      default=None if default is None else str(default))
+
+
+def setting(config: pytest.Config, name: str) -> Any:
+    """Command line first, then ini, then the default; converted to the setting's type."""
+    ini = f"cudal1_{name.replace('-', '_')}"
+    kind, default = next((k, d) for n, k, d, _ in SETTINGS if n == name)
+    raw = config.getoption(ini)
+    if raw is None:
+        raw = config.getini(ini)
+    if raw in (None, ""):
+        return default
+    try:
+        return {"int": int, "float": float}.get(kind, str)(raw)
+    except ValueError:
+        raise pytest.UsageError(f"--cudal1-{name}: expected {kind}, got {raw!r}") from None
+
+
+def enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("cudal1") or setting(config, "tasks") or setting(config, "candidates"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cudal1: a judged (task, candidate) pair")
+    for level in range(1, 5):
+        config.addinivalue_line("markers", f"level{level}: KernelBench level {level} task")
+    from pytest_cudal1.candidates import BACKENDS
+
+    for backend in BACKENDS:
+        config.addinivalue_line("markers", f"backend_{backend}: candidate written with {backend}")
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped without one")
+    if enabled(config):
+        config.pluginmanager.register(CudaL1Session(config), "cudal1-session")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With judging on and no test paths named, collect only the judged items."""
+    if enabled(config) and config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return True
+    return None
+
+
+class CudaL1Session:
+    """Per-run state: items, the judge, the records seen; registered only when judging."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        seed = setting(config, "seed")
+        self.seed = int(seed) if seed is not None else secrets.randbelow(2**31)
+        cache = setting(config, "cache-dir")
+        self.cache_dir = Path(cache) if cache else Path(config.rootpath) / ".cudal1_cache"
+        self.ledger_path = Path(setting(config, "ledger"))
+        if not self.ledger_path.is_absolute():
+            self.ledger_path = Path(config.invocation_params.dir) / self.ledger_path
+        self.records: list[dict[str, Any]] = []
+        self.unmatched: list[Any] = []
+        self._judge: Any = None
+
+    # -------------------------------------------------------- collection ---
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """Add the judged items through ``genitems`` so counts, ``-k``, ``-m`` and ``--lf`` see them."""
+        for collector in self._collectors(session):
+            items.extend(session.genitems(collector))
+
+    def _collectors(self, session: pytest.Session) -> list[pytest.Collector]:
+        from kernelbench.loaders import BUNDLED_TASKS, load_tasks
+        from pytest_cudal1.candidates import load_candidates, pair
+
+        tasks_path = setting(self.config, "tasks")
+        cands_path = setting(self.config, "candidates")
+        tasks, errors = load_tasks(tasks_path) if tasks_path or not cands_path else ([], [])
+        if cands_path:
+            candidates, cerrors = load_candidates(cands_path)
+            errors += cerrors
+        elif tasks_path is None:
+            candidates, cerrors = load_candidates(BUNDLED_TASKS.parent / "candidates")
+            errors += cerrors
+        else:
+            candidates = None
+        levels = setting(self.config, "level")
+        if levels:
+            try:
+                wanted = {int(x) for x in str(levels).split(",") if x.strip()}
+            except ValueError:
+                raise pytest.UsageError(f"--cudal1-level: expected comma-separated numbers, got {levels!r}") from None
+            tasks = [t for t in tasks if t.level in wanted]
+            if candidates is not None:
+                candidates = [c for c in candidates if (c.task.level if c.task else c.level) in wanted]
+        pairs, self.unmatched = pair(tasks, candidates)
+        collectors: list[pytest.Collector] = []
+        if errors:
+            collectors.append(LoadErrorCollector.from_parent(session, name="cudal1-load-errors", errors=errors))
+        by_task: dict[str, list[Any]] = {}
+        for task, cand in pairs:
+            by_task.setdefault(task.id, []).append((task, cand))
+        for task_id, task_pairs in by_task.items():
+            collectors.append(TaskCollector.from_parent(session, name=task_id, pairs=task_pairs))
+        return collectors
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Start compiling every selected candidate now, in parallel, while earlier items judge."""
+        items = [i for i in session.items if isinstance(i, JudgedItem)]
+        if items and not self.config.option.collectonly:
+            judge = self.judge()
+            for item in items:
+                if judge.unavailable(item.candidate) is None:
+                    judge.builds.submit(item.candidate, judge.gpu)
+
+    def judge(self) -> Any:
+        if self._judge is None:
+            from pytest_cudal1 import environment
+            from pytest_cudal1.builds import BuildPool
+            from pytest_cudal1.judge import Judge, JudgeConfig
+            from pytest_cudal1.timing import TimingConfig
+
+            gpu = environment.has_gpu()
+            cfg = JudgeConfig(
+                seed=self.seed, workdir=self.cache_dir,
+                trials=setting(self.config, "trials"),
+                call_timeout=setting(self.config, "call-timeout"),
+                compile_timeout=setting(self.config, "compile-timeout"),
+                timing=TimingConfig(
+                    budget_s=setting(self.config, "time-budget"), min_pairs=setting(self.config, "min-pairs"),
+                    max_pairs=setting(self.config, "max-pairs"), target_rel_ci=setting(self.config, "target-ci"),
+                    call_timeout=setting(self.config, "call-timeout"),
+                ),
+            )
+            arch = environment.gpu_facts().get("compute_capability")
+            self._judge = Judge(cfg, BuildPool(self.cache_dir, cfg.compile_timeout, arch), gpu)
+        return self._judge
+
+    # ------------------------------------------------------------ results ---
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == "cudal1" and report.when == "call":
+                self.records.append(value)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self._judge is not None:
+            self._judge.references.close()
+            self._judge.builds.shutdown()
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        return f"cudal1: seed {self.seed}, ledger {self.ledger_path}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.unmatched:
+            terminalreporter.write_line(
+                f"cudal1: {len(self.unmatched)} candidate(s) name a problem outside the task set, not judged: "
+                + ", ".join(f"{c.name} (L{c.level}/{c.problem_id})" for c in self.unmatched[:10]))
+        if self.records:
+            from pytest_cudal1.summary import summary_lines
+
+            terminalreporter.section("cudal1 verdicts")
+            for line in summary_lines(self.records):
+                terminalreporter.write_line(line)
+            terminalreporter.write_line(f"ledger: {self.ledger_path}")
+
+
+class TaskCollector(pytest.Collector):
+    """One task's candidates, so item ids read ``L1/19_ReLU::cand``."""
+
+    def __init__(self, *, pairs: list[Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pairs = pairs
+
+    def collect(self) -> list[pytest.Item]:
+        items, seen = [], set()
+        for task, cand in self.pairs:
+            name, n = cand.name, 2
+            while name in seen:  # JSONL releases may repeat a name
+                name, n = f"{cand.name}#{n}", n + 1
+            seen.add(name)
+            items.append(JudgedItem.from_parent(self, name=name, task=task, candidate=cand))
+        return items
+
+
+class LoadErrorCollector(pytest.Collector):
+    """Tasks and candidates that could not be loaded: one failing item each."""
+
+    def __init__(self, *, errors: list[Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.errors = errors
+
+    def collect(self) -> list[pytest.Item]:
+        return [LoadErrorItem.from_parent(self, name=e.origin, error=e) for e in self.errors]
+
+
+class CandidateRejected(Exception):
+    """The judged pair failed; the message names task, candidate and reason code."""
+
+
+class JudgedItem(pytest.Item):
+    def __init__(self, *, task: Any, candidate: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.task = task
+        self.candidate = candidate
+        self.add_marker("cudal1")
+        if task.level is not None:
+            self.add_marker(f"level{task.level}")
+        self.add_marker(f"backend_{candidate.backend}")
+        if candidate.backend in ("cuda", "cupy"):
+            self.add_marker("gpu")
+
+    def runtest(self) -> None:
+        from pytest_cudal1 import ledger
+
+        state: CudaL1Session = self.config.pluginmanager.get_plugin("cudal1-session")
+        record = state.judge().judge(self.task, self.candidate)
+        if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:
+            pytest.skip(f"{self.nodeid}: {record.verdict.message}")
+        ledger.append(state.ledger_path, record)
+        self.user_properties.append(("cudal1", record.to_json()))
+        if not record.verdict.passed:
+            raise CandidateRejected(f"{record.item_id} [{record.verdict.reason.value}] {record.verdict.message}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, CandidateRejected):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return self.candidate.origin.rsplit(":", 1)[0], None, self.nodeid
+
+
+class LoadErrorItem(pytest.Item):
+    """A task or candidate that could not be loaded fails here, and only here."""
+
+    def __init__(self, *, error: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+        self.add_marker("cudal1")
+
+    def runtest(self) -> None:
+        code = Reason.BAD_TASK if self.error.kind == "task" else Reason.BAD_CANDIDATE_FILE
+        raise CandidateRejected(f"{self.error.origin}: [{code.value}] {self.error.message}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return str(excinfo.value)
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return self.error.origin, None, self.name
+

@@ -1,0 +1,68 @@
+"""The one enumeration of verdict reason codes.
+
+The judge, the ledger, the terminal summary, the report and docs/anticheat.md all
+use these names. A check that rejects a candidate adds its code here, with a
+one-line meaning, and puts its evidence in the verdict.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Reason(str, enum.Enum):
+    """A stable reason code; the value is the code written to the ledger."""
+
+    def __new__(cls, code: str, meaning: str) -> "Reason":
+        obj = str.__new__(cls, code)
+        obj._value_ = code
+        obj.meaning = meaning  # type: ignore[attr-defined]
+        return obj
+
+    OK = ("OK", "correct on every trial and accepted")
+
+    # Loading: the task or candidate file itself is unusable.
+    BAD_TASK = ("BAD_TASK", "the task source is unusable (syntax, missing Model/get_inputs/get_init_inputs)")
+    BAD_CANDIDATE_FILE = ("BAD_CANDIDATE_FILE", "the candidate record or file cannot be read")
+    REFERENCE_ERROR = ("REFERENCE_ERROR", "the reference model failed on the harness's inputs")
+
+    # Building and importing the candidate.
+    SYNTAX_ERROR = ("SYNTAX_ERROR", "the candidate module does not parse")
+    IMPORT_ERROR = ("IMPORT_ERROR", "the candidate module raised while being imported")
+    COMPILE_ERROR = ("COMPILE_ERROR", "an extension or kernel in the candidate failed to compile")
+    COMPILE_TIMEOUT = ("COMPILE_TIMEOUT", "importing/compiling the candidate ran past the compile timeout")
+    NO_MODELNEW = ("NO_MODELNEW", "the candidate module defines no ModelNew class")
+    INIT_ERROR = ("INIT_ERROR", "ModelNew(*get_init_inputs()) raised")
+
+    # Running the candidate.
+    RUNTIME_ERROR = ("RUNTIME_ERROR", "ModelNew.forward raised a Python exception")
+    CUDA_ERROR = ("CUDA_ERROR", "a CUDA error (illegal address, launch failure, ...) in the candidate")
+    OUT_OF_MEMORY = ("OUT_OF_MEMORY", "the candidate ran out of device or host memory")
+    TIMEOUT = ("TIMEOUT", "a call into the candidate ran past the call timeout; its process group was killed")
+    CRASH = ("CRASH", "the candidate's worker process died (signal or non-zero exit)")
+    EARLY_EXIT = ("EARLY_EXIT", "the candidate's worker exited with status 0 in the middle of a request")
+    PROTOCOL_VIOLATION = ("PROTOCOL_VIOLATION", "the candidate's worker sent a malformed or unexpected message")
+
+    # Comparing outputs with the reference.
+    STRUCTURE_MISMATCH = ("STRUCTURE_MISMATCH", "the output is not the same nesting of tensors/values as the reference's")
+    SHAPE_MISMATCH = ("SHAPE_MISMATCH", "an output tensor has the wrong shape")
+    DTYPE_MISMATCH = ("DTYPE_MISMATCH", "an output tensor has the wrong dtype")
+    DEVICE_MISMATCH = ("DEVICE_MISMATCH", "an output tensor lives on another device type than the reference's")
+    NONFINITE_MISMATCH = ("NONFINITE_MISMATCH", "NaN/Inf appear at other positions than in the reference")
+    WRONG_OUTPUT = ("WRONG_OUTPUT", "values differ from the float64 reference beyond the documented tolerance")
+    NONDETERMINISTIC = ("NONDETERMINISTIC", "the same inputs gave different failures on a re-run (likely a race)")
+
+    # Not judged here.
+    BACKEND_UNAVAILABLE = ("BACKEND_UNAVAILABLE", "the candidate's backend cannot run on this machine (skipped)")
+
+    @property
+    def passed(self) -> bool:
+        return self is Reason.OK
+
+
+def describe(code: str) -> str:
+    """The one-line meaning of a code, for summaries and reports."""
+    try:
+        return Reason(code).meaning  # type: ignore[attr-defined]
+    except ValueError:
+        return "unknown reason code"

@@ -1,0 +1,117 @@
+"""The one record type that flows right: candidate -> verdict -> timing -> reward.
+
+A ``JudgedRecord`` is what the judge returns, what the ledger stores (one JSON
+line each), and what the summary, report and policy read. Nothing downstream
+recomputes a verdict or a speedup; it reads these fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from typing import Any
+
+from pytest_cudal1 import __version__
+from pytest_cudal1.reasons import Reason
+
+
+@dataclasses.dataclass
+class Verdict:
+    """Pass/fail with a stable reason code and the evidence behind it."""
+
+    reason: Reason
+    message: str = ""
+    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.reason.passed
+
+
+@dataclasses.dataclass
+class TimingSummary:
+    """Robust statistics over one side's timed calls, in milliseconds."""
+
+    median_ms: float
+    iqr_ms: float
+    min_ms: float
+    mean_ms: float
+    n: int
+    clock: str  # "cuda_event" or "perf_counter"
+    calls_per_sample: int = 1
+
+
+@dataclasses.dataclass
+class PairedTiming:
+    """Reference and candidate timed in interleaved pairs within one run."""
+
+    reference: TimingSummary
+    candidate: TimingSummary
+    speedup: float  # median of per-pair ratios t_ref / t_cand
+    speedup_ci: tuple[float, float]  # bootstrap 95% interval of that median
+    pairs: int
+    method: str  # how each sample was taken, in words
+    stopped_because: str  # "converged", "budget", "max_pairs"
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    gpu_state: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class JudgedRecord:
+    """Everything known about one judged (task, candidate) pair."""
+
+    task_id: str
+    level: int | None
+    problem_id: int | None
+    task_name: str
+    candidate_name: str
+    candidate_sha256: str
+    candidate_origin: str
+    backend: str
+    device: str
+    verdict: Verdict
+    timing: PairedTiming | None = None
+    reward: float = 0.0
+    compile_s: float | None = None
+    first_call_ms: float | None = None
+    peak_memory_bytes: int | None = None
+    seed: int | None = None
+    environment: dict[str, Any] = dataclasses.field(default_factory=dict)  # gpu, driver, cuda, torch, host
+    harness_version: str = __version__
+    judged_at: str = dataclasses.field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.task_id}::{self.candidate_name}"
+
+    @property
+    def speedup(self) -> float | None:
+        return self.timing.speedup if self.timing else None
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain-JSON dict; ``Reason`` values become their code strings."""
+        data = dataclasses.asdict(self)
+        data["verdict"]["reason"] = self.verdict.reason.value
+        data["passed"] = self.verdict.passed
+        data["speedup"] = self.speedup
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "JudgedRecord":
+        data = dict(data)
+        data.pop("passed", None)
+        data.pop("speedup", None)
+        verdict = dict(data.pop("verdict"))
+        verdict["reason"] = Reason(verdict["reason"])
+        timing = data.pop("timing", None)
+        if timing is not None:
+            timing = PairedTiming(
+                reference=TimingSummary(**timing.pop("reference")),
+                candidate=TimingSummary(**timing.pop("candidate")),
+                speedup_ci=tuple(timing.pop("speedup_ci")),
+                **timing,
+            )
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(verdict=Verdict(**verdict), timing=timing, **{k: v for k, v in data.items() if k in known})

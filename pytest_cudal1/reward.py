@@ -1,0 +1,20 @@
+"""Speedup -> reward, the number the policy trainer learns from.
+
+A correct candidate earns its paired speedup rounded toward 1.00 at two
+decimals (as CUDA-L1 does, so noise in the third decimal never pays); anything
+rejected earns 0.0, below every correct candidate. Smoothing and clipping
+across a training run belong to the trainer, which reads raw rewards from the ledger.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pytest_cudal1.records import PairedTiming, Verdict
+
+
+def reward_for(verdict: Verdict, timing: PairedTiming | None) -> float:
+    if not verdict.passed or timing is None or not math.isfinite(timing.speedup):
+        return 0.0
+    s = timing.speedup
+    return math.floor(s * 100) / 100 if s >= 1 else math.ceil(s * 100) / 100

@@ -1,0 +1,197 @@
+"""The channel between the controller and its workers: data only, never pickles.
+
+A frame is a little-endian u32 header length, a UTF-8 JSON header, then the raw
+bytes of each tensor (u64 length + bytes). Values are JSON scalars, lists, and
+three tagged nodes: ``{"tensor": ...}``, ``{"tuple": [...]}``, ``{"dict": {...}}``.
+Decoding builds nothing but those, so a candidate worker can make the
+controller read wrong numbers at worst, never run code. Anything else a worker
+puts in an output arrives as ``{"unsupported": "<type name>"}`` and fails the
+structure check.
+
+torch is imported lazily: the plugin module imports this file at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+MAX_HEADER = 64 * 1024 * 1024
+MAX_BUFFER = 64 * 1024**3
+
+
+class ChannelClosed(Exception):
+    """The other end closed its pipe (its process exited or crashed)."""
+
+
+class ChannelTimeout(Exception):
+    """No complete frame arrived before the deadline."""
+
+
+class ProtocolError(Exception):
+    """The other end sent bytes that are not a well-formed frame."""
+
+
+class Unsupported:
+    """Marks an output value of a type the wire does not carry (e.g. a tensor subclass)."""
+
+    def __init__(self, type_name: str, why: str = "") -> None:
+        self.type_name = type_name
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"<unsupported {self.type_name}{': ' + self.why if self.why else ''}>"
+
+
+# ---------------------------------------------------------------- encoding ---
+
+def encode(value: Any, buffers: list[bytes]) -> Any:
+    """Turn a value into a JSON tree, appending tensor bytes to ``buffers``."""
+    import torch
+
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+            return {"unsupported": type(value).__qualname__, "why": "tensor subclass"}
+        return _encode_tensor(value, buffers)
+    if type(value) is list:
+        return [encode(v, buffers) for v in value]
+    if type(value) is tuple:
+        return {"tuple": [encode(v, buffers) for v in value]}
+    if type(value) is dict and all(type(k) is str for k in value):
+        return {"dict": {k: encode(v, buffers) for k, v in value.items()}}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    return {"unsupported": type(value).__qualname__}
+
+
+def _encode_tensor(t: Any, buffers: list[bytes]) -> dict[str, Any]:
+    import torch
+
+    meta = {
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": list(t.shape),
+        "device": str(t.device),
+        "buf": len(buffers),
+    }
+    host = t.detach().to("cpu").contiguous()
+    if host.numel() == 0:
+        buffers.append(b"")
+    else:
+        buffers.append(host.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return {"tensor": meta}
+
+
+def decode(tree: Any, buffers: list[bytes]) -> Any:
+    """Inverse of ``encode``; tensors come back on the CPU, device kept in ``.wire_device``."""
+    if tree is None or isinstance(tree, (bool, int, float, str)):
+        return tree
+    if isinstance(tree, list):
+        return [decode(v, buffers) for v in tree]
+    if not isinstance(tree, dict) or len(tree) not in (1, 2):
+        raise ProtocolError(f"unexpected node {str(tree)[:80]!r}")
+    if "tensor" in tree:
+        return _decode_tensor(tree["tensor"], buffers)
+    if "tuple" in tree:
+        return tuple(decode(v, buffers) for v in tree["tuple"])
+    if "dict" in tree:
+        return {str(k): decode(v, buffers) for k, v in tree["dict"].items()}
+    if "dtype" in tree:
+        import torch
+
+        return getattr(torch, str(tree["dtype"]))
+    if "unsupported" in tree:
+        return Unsupported(str(tree["unsupported"]), str(tree.get("why", "")))
+    raise ProtocolError(f"unexpected node {str(tree)[:80]!r}")
+
+
+def _decode_tensor(meta: dict[str, Any], buffers: list[bytes]) -> Any:
+    import torch
+
+    dtype = getattr(torch, str(meta["dtype"]), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ProtocolError(f"unknown dtype {meta['dtype']!r}")
+    shape = [int(s) for s in meta["shape"]]
+    raw = buffers[int(meta["buf"])]
+    count = 1
+    for s in shape:
+        count *= s
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(raw) != count * itemsize:
+        raise ProtocolError(f"tensor of shape {shape} {dtype} carried {len(raw)} bytes")
+    if count == 0:
+        t = torch.empty(shape, dtype=dtype)
+    else:
+        t = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
+    t.wire_device = str(meta.get("device", "cpu"))  # type: ignore[attr-defined]
+    return t
+
+
+# ----------------------------------------------------------------- framing ---
+
+class Channel:
+    """One direction-pair of pipes; ``send``/``recv`` whole frames."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+
+    def send(self, kind: str, body: Any = None) -> None:
+        buffers: list[bytes] = []
+        header = json.dumps({"kind": kind, "body": encode(body, buffers), "nbuf": len(buffers)}).encode()
+        parts = [struct.pack("<I", len(header)), header]
+        for b in buffers:
+            parts.append(struct.pack("<Q", len(b)))
+            parts.append(b)
+        for part in parts:
+            view = memoryview(part)
+            while view:
+                n = os.write(self.write_fd, view)
+                view = view[n:]
+
+    def recv(self, timeout: float | None = None) -> tuple[str, Any]:
+        """Read one frame; raise ChannelTimeout, ChannelClosed or ProtocolError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        (hlen,) = struct.unpack("<I", self._read_exact(4, deadline))
+        if hlen > MAX_HEADER:
+            raise ProtocolError(f"header of {hlen} bytes")
+        try:
+            header = json.loads(self._read_exact(hlen, deadline))
+            kind, body, nbuf = str(header["kind"]), header["body"], int(header["nbuf"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProtocolError(f"bad header: {exc}") from None
+        buffers = []
+        for _ in range(nbuf):
+            (blen,) = struct.unpack("<Q", self._read_exact(8, deadline))
+            if blen > MAX_BUFFER:
+                raise ProtocolError(f"buffer of {blen} bytes")
+            buffers.append(self._read_exact(blen, deadline))
+        return kind, decode(body, buffers)
+
+    def _read_exact(self, n: int, deadline: float | None) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.read_fd], [], [], left)[0]:
+                    raise ChannelTimeout()
+            chunk = os.read(self.read_fd, min(n - len(chunks), 1 << 24))
+            if not chunk:
+                raise ChannelClosed()
+            chunks += chunk
+        return bytes(chunks)
+
+    def close(self) -> None:
+        """Close both ends once; a second call must not close a reused fd number."""
+        for fd in (self.read_fd, self.write_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.read_fd = self.write_fd = -1
