@@ -126,6 +126,10 @@ class BuildPool:
             return BuildResult(Reason.OK, "built", seconds)
         return BuildResult(_classify_failure(tail), _last_line(tail), seconds, log_tail=tail)
 
+    def wait_idle(self) -> None:
+        """Block until every submitted build is done: CPU timings must not share cores with compilers."""
+        concurrent.futures.wait(list(self.futures.values()))
+
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 

@@ -52,6 +52,23 @@ class Reason(str, enum.Enum):
     WRONG_OUTPUT = ("WRONG_OUTPUT", "values differ from the float64 reference beyond the documented tolerance")
     NONDETERMINISTIC = ("NONDETERMINISTIC", "the same inputs gave different failures on a re-run (likely a race)")
 
+    # Cheats: work or results that fake a speedup (docs/anticheat.md has how each is caught).
+    STREAM_ESCAPE = ("STREAM_ESCAPE", "the output was not ready on the caller's stream when forward returned (side stream)")
+    DEFERRED_WORK = ("DEFERRED_WORK", "a thread or child process was still running, or still writing the output, after forward returned")
+    LAZY_OUTPUT = ("LAZY_OUTPUT", "the output is a tensor subclass, overrides __torch_function__ or has no real storage")
+    OUTPUT_ALIASES_INPUT = ("OUTPUT_ALIASES_INPUT", "the output shares memory with an input (the reference's does not)")
+    OUTPUT_REPLAY = ("OUTPUT_REPLAY", "an output was replayed: the same buffer or the same values returned for different inputs")
+    UNINITIALIZED_OUTPUT = ("UNINITIALIZED_OUTPUT", "the output holds the harness's poison pattern: memory never written")
+    INPUT_MUTATED = ("INPUT_MUTATED", "forward changed its inputs")
+    PRECISION_LOSS = ("PRECISION_LOSS", "errors at the level of bf16/fp16/TF32 arithmetic in a float32 task")
+    GLOBAL_STATE_MODIFIED = ("GLOBAL_STATE_MODIFIED", "a process-wide setting (TF32, cudnn, threads, env, persisting L2) changed")
+    JUDGE_TAMPERING = ("JUDGE_TAMPERING", "harness, timer or torch functions were replaced (monkeypatching)")
+    OUT_OF_BOUNDS_WRITE = ("OUT_OF_BOUNDS_WRITE", "guard bytes around a harness-owned buffer changed, or the sanitizer reported a bad access")
+    LIBRARY_ONLY = ("LIBRARY_ONLY", "only library kernels ran (custom-kernel-only track)")
+    BELOW_ROOFLINE = ("BELOW_ROOFLINE", "faster than moving the task's bytes at the device's measured peak bandwidth allows")
+    SPEEDUP_NOT_REPRODUCED = ("SPEEDUP_NOT_REPRODUCED", "a large speedup did not hold when re-measured")
+    TIMER_MISMATCH = ("TIMER_MISMATCH", "the worker's reported time disagrees with the controller's wall clock")
+
     # Not judged here.
     BACKEND_UNAVAILABLE = ("BACKEND_UNAVAILABLE", "the candidate's backend cannot run on this machine (skipped)")
 

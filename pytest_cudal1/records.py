@@ -76,6 +76,8 @@ class JudgedRecord:
     first_call_ms: float | None = None
     peak_memory_bytes: int | None = None
     seed: int | None = None
+    kernels: list[str] = dataclasses.field(default_factory=list)  # GPU kernels one call launched (profiler)
+    static_findings: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # warnings, never verdicts
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)  # gpu, driver, cuda, torch, host
     harness_version: str = __version__
     judged_at: str = dataclasses.field(

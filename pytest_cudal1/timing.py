@@ -6,8 +6,9 @@ clock and thermal drift hit both sides alike. Inside each worker a sample is:
 L2 flush, device-wide synchronize, start event, the calls, device-wide
 synchronize, end event (``runtime.timed_sample``). The speedup is the median of
 per-pair ratios with a bootstrap 95% interval; measuring stops when that
-interval is within ``target_rel_ci`` of the median, when ``max_pairs`` is
-reached or when the time budget runs out, never before ``min_pairs``.
+interval is within ``target_rel_ci`` of the median (after ``min_pairs``), when
+``max_pairs`` is reached, or when the time budget runs out (after at least
+``MIN_PAIRS``, so a slow candidate cannot stretch a run without bound).
 
 Short kernels: when the reference's warm-up time is under ``short_ms``, every
 sample runs several calls (each on its own fresh inputs) so that one sample
@@ -27,8 +28,12 @@ import statistics
 import time
 from typing import Any, Callable
 
-from pytest_cudal1.records import PairedTiming, TimingSummary
+from pytest_cudal1.reasons import Reason
+from pytest_cudal1.records import PairedTiming, TimingSummary, Verdict
 from pytest_cudal1.workers.process import WorkerProcess
+
+
+MIN_PAIRS = 3
 
 
 @dataclasses.dataclass
@@ -44,9 +49,9 @@ class TimingConfig:
 
 
 class AuditFailure(Exception):
-    """A timed call's output did not match the reference's output for the same inputs."""
+    """A check on timed calls failed; carries the verdict."""
 
-    def __init__(self, verdict: Any, pair: int) -> None:
+    def __init__(self, verdict: Verdict, pair: int) -> None:
         super().__init__(verdict.message)
         self.verdict = verdict
         self.pair = pair
@@ -73,25 +78,66 @@ def _sample_ms(sample: dict[str, Any]) -> tuple[float, str]:
     return float(sample["host_ms"]), "perf_counter"
 
 
+def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rtol: float = 1e-3) -> bool:
+    """Per-tensor digests (numel, sum, sum|x|, sum x^2) agree within ``rtol`` of their scale."""
+    if len(cand) != len(ref):
+        return False
+    for (cn, cs, ca, cq), (rn, rs, ra, rq) in zip(cand, ref):
+        if cn != rn or abs(cs - rs) > rtol * ra + 1e-30 or abs(ca - ra) > rtol * ra + 1e-30 or abs(cq - rq) > 2 * rtol * rq + 1e-30:
+            return False
+    return True
+
+
+def _key(fp: list[list[float]]) -> tuple[float, ...]:
+    return tuple(x for t in fp for x in t)
+
+
+class _CallChecks:
+    """Checks over every timed call: worker flags, digests against the reference's, replayed values."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[float, ...], tuple[float, ...]] = {}
+
+    def __call__(self, pair: int, cand: dict[str, Any], ref: dict[str, Any]) -> Verdict | None:
+        for f in cand.get("flags", []):
+            return Verdict(Reason(f["code"]), f"timed call: {f['detail']}", {"pair": pair})
+        if "fingerprints" not in cand:
+            return Verdict(Reason.PROTOCOL_VIOLATION, "timed sample without output digests", {"pair": pair})
+        for k, (cfp, rfp) in enumerate(zip(cand["fingerprints"], ref["fingerprints"])):
+            ck, rk = _key(cfp), _key(rfp)
+            earlier = self.seen.get(ck)
+            if earlier is not None and earlier != rk and not fingerprints_match(cfp, rfp):
+                return Verdict(Reason.OUTPUT_REPLAY, f"timed call {k} of pair {pair} returned the values of an earlier "
+                               "call made on different inputs", {"pair": pair, "call": k})
+            self.seen[ck] = rk
+            if not fingerprints_match(cfp, rfp):
+                return Verdict(Reason.WRONG_OUTPUT, f"timed call {k} of pair {pair}: output digest differs from the "
+                               f"reference's on the same inputs", {"pair": pair, "call": k, "digest": cfp, "expected": rfp})
+        host, event = float(cand["host_ms"]), cand.get("event_ms")
+        if event is not None and float(event) < 0.5 * host - 0.05:
+            return Verdict(Reason.TIMER_MISMATCH, f"events saw {float(event):.4g} ms, the host clock {host:.4g} ms per call",
+                           {"pair": pair, "event_ms": event, "host_ms": host})
+        return None
+
+
 def measure_pairs(
     reference: WorkerProcess,
     candidate: WorkerProcess,
     cfg: TimingConfig,
     rng: random.Random,
-    audit: Callable[[Any, Any], Any],
+    audit: Callable[[Any, Any], Verdict | None],
 ) -> PairedTiming:
-    """Time reference and candidate in interleaved pairs; ``audit(cand_out, ref_out)`` returns a Verdict or None."""
-    def timed(worker: WorkerProcess, seed: int, calls: int) -> tuple[float, str, float]:
+    """Time reference and candidate in interleaved pairs; ``audit(cand_out, ref_out)`` compares whole outputs."""
+    def timed(worker: WorkerProcess, seed: int, calls: int) -> tuple[dict[str, Any], float]:
         t0 = time.perf_counter()
         sample = worker.request("time", {"seed": seed, "calls": calls}, cfg.call_timeout * calls)
-        wall_ms = (time.perf_counter() - t0) * 1e3
-        ms, clock = _sample_ms(sample)
-        return ms, clock, wall_ms
+        return sample, (time.perf_counter() - t0) * 1e3
 
+    checks = _CallChecks()
     warm_ref = []
     for _ in range(cfg.warmup):
         seed = rng.getrandbits(31)
-        warm_ref.append(timed(reference, seed, 1)[0])
+        warm_ref.append(_sample_ms(timed(reference, seed, 1)[0])[0])
         timed(candidate, seed, 1)
     ref_warm = statistics.median(warm_ref)
     calls = 1 if ref_warm >= cfg.short_ms else min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
@@ -106,20 +152,27 @@ def measure_pairs(
     ci = (float("nan"), float("nan"))
     for pair in range(cfg.max_pairs):
         seed = rng.getrandbits(31)
-        order = [(reference, ref_ms), (candidate, cand_ms)]
+        samples: dict[str, dict[str, Any]] = {}
+        order = [reference, candidate]
         rng.shuffle(order)
-        for worker, sink in order:
-            ms, clock, wall_ms = timed(worker, seed, calls)
-            if ms > wall_ms * 1.05 / calls + 0.05:
-                warnings.append(f"{worker.role} reported {ms:.4g} ms per call but the controller saw {wall_ms / calls:.4g} ms")
-            sink.append(ms)
+        for worker in order:
+            sample, wall_ms = timed(worker, seed, calls)
+            ms, clock = _sample_ms(sample)
+            if float(sample["host_ms"]) * calls > wall_ms * 1.05 + 0.05:
+                raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, f"{worker.role} reported {sample['host_ms']:.4g} ms "
+                                           f"per call, longer than the controller's {wall_ms / calls:.4g} ms"), pair)
+            samples[worker.role] = sample
+            (ref_ms if worker is reference else cand_ms).append(ms)
+        bad = checks(pair, samples["candidate"], samples["reference"])
+        if bad is not None:
+            raise AuditFailure(bad, pair)
         ratios.append(ref_ms[-1] / max(cand_ms[-1], 1e-9))
         last = pair == cfg.max_pairs - 1
         out_of_time = time.monotonic() - started > cfg.budget_s
-        if len(ratios) >= cfg.min_pairs and (len(ratios) % 5 == 0 or out_of_time):
+        if (len(ratios) >= cfg.min_pairs and len(ratios) % 5 == 0) or (out_of_time and len(ratios) >= MIN_PAIRS):
             ci = bootstrap_median_ci(ratios, rng)
             med = statistics.median(ratios)
-            if (ci[1] - ci[0]) / 2 <= cfg.target_rel_ci * med:
+            if len(ratios) >= cfg.min_pairs and (ci[1] - ci[0]) / 2 <= cfg.target_rel_ci * med:
                 stopped, last = "converged", True
             elif out_of_time:
                 stopped, last = "budget", True

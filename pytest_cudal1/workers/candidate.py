@@ -1,10 +1,11 @@
 """The untrusted candidate worker: imports one candidate and runs ModelNew on given inputs.
 
 Everything it reports is data the controller checks: outputs against the
-reference, times against the controller's own wall clock. It never sees the
-reference outputs. ``--compile-only PATH`` imports the module and exits, which
-is how candidates are built ahead of judging (compilation happens at import
-for ``load_inline`` modules).
+reference, times against the controller's own wall clock, and the flags of
+``guards`` (raised by harness code bound before the candidate was imported).
+It never sees reference outputs. ``--compile-only PATH NAME`` imports the
+module and exits: that is how candidates are built ahead of judging
+(``load_inline`` compiles at import).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.workers import runtime
+from pytest_cudal1.workers import guards, runtime
 
 
 def import_candidate(path: str, module_name: str) -> Any:
@@ -29,28 +30,43 @@ def import_candidate(path: str, module_name: str) -> Any:
     return module
 
 
+def flag(code: str, detail: str) -> dict[str, str]:
+    return {"code": code, "detail": detail}
+
+
 class CandidateWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
+        self.flush = runtime.Flusher(self.device)  # also initializes CUDA before the baseline below
+        self.baseline = guards.settings()
+        self.watch = guards.TamperWatch()
         self.module: Any = None
         self.model: torch.nn.Module | None = None
         self.timing_base: list[Any] = []
         self.last_output: Any = None
-        self.flush = runtime.Flusher(self.device)
+
+    def state_flags(self) -> list[dict[str, str]]:
+        flags = []
+        tampered = self.watch.tampered()
+        if tampered:
+            flags.append(flag("JUDGE_TAMPERING", tampered))
+        changes = guards.changed(self.baseline, guards.settings())
+        if changes:
+            flags.append(flag("GLOBAL_STATE_MODIFIED", "; ".join(changes[:6])))
+        return flags
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         self.module = import_candidate(body["path"], body["module_name"])
-        import_s = time.perf_counter() - t0
-        if not isinstance(getattr(self.module, "ModelNew", None), type):
-            return {"import_s": import_s, "has_modelnew": False}
-        return {"import_s": import_s, "has_modelnew": True}
+        return {"import_s": time.perf_counter() - t0,
+                "has_modelnew": isinstance(getattr(self.module, "ModelNew", None), type),
+                "flags": self.state_flags()}
 
     def build(self, body: dict[str, Any]) -> dict[str, Any]:
         torch.manual_seed(int(body["seed"]))
-        init_inputs = runtime.to_device(list(body["init_inputs"]), "cpu")
+        init_inputs = list(body["init_inputs"])
         self.model = self.module.ModelNew(*init_inputs).to(self.device).eval()
-        return {"device": self.device}
+        return {"device": self.device, "flags": self.state_flags()}
 
     def _call(self, inputs: list[Any]) -> Any:
         assert self.model is not None
@@ -58,18 +74,58 @@ class CandidateWorker:
             return self.model(*inputs)
 
     def run(self, body: dict[str, Any]) -> dict[str, Any]:
-        inputs = runtime.to_device(list(body["inputs"]), self.device)
+        """One correctness call under every guard."""
+        g = guards.Guarded(runtime.to_device(list(body["inputs"]), self.device))
+        guards.poison(list(body.get("poison", [])), self.device)
+        threads, children = guards.python_threads(), guards.child_pids()
         t0 = time.perf_counter()
-        out = self._call(inputs)
+        out = self._call(g.inputs)
+        flags = []
+        lazy = guards.lazy_outputs(out)
+        snap = None if lazy else guards.snapshot(out)
         runtime.sync(self.device)
-        return {"outputs": out, "call_ms": (time.perf_counter() - t0) * 1e3}
+        call_ms = (time.perf_counter() - t0) * 1e3
+        left = guards.leftovers(threads, children)
+        if lazy:
+            flags.append(flag("LAZY_OUTPUT", lazy))
+        elif left:
+            flags.append(flag("DEFERRED_WORK", left))
+        elif not guards.same_values(snap, out):
+            code = "STREAM_ESCAPE" if self.device.startswith("cuda") else "DEFERRED_WORK"
+            flags.append(flag(code, "the output read right after return differs from the output after a device-wide sync"))
+        if not lazy:
+            if guards.aliases(out, g.inputs):
+                flags.append(flag("OUTPUT_ALIASES_INPUT", "an output shares storage with an input"))
+            for code, why in (("INPUT_MUTATED", g.mutated()), ("OUT_OF_BOUNDS_WRITE", g.overrun())):
+                if why:
+                    flags.append(flag(code, why))
+            poisoned = guards.poisoned_words(out)
+            if poisoned:
+                flags.append(flag("UNINITIALIZED_OUTPUT", f"{poisoned} output words still hold the poison pattern"))
+        flags += self.state_flags()
+        return {"outputs": out, "call_ms": call_ms, "flags": flags}
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
         self.timing_base = runtime.to_device(list(body["inputs"]), self.device)
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
-        sample, self.last_output = runtime.timed_sample(
-            self._call, self.timing_base, int(body["seed"]), int(body["calls"]), self.device, self.flush)
+        sample, outs = runtime.timed_sample(self._call, self.timing_base, int(body["seed"]), int(body["calls"]),
+                                            self.device, self.flush, before=guards.reset_persisting_l2)
+        flags = []
+        lazy = next((why for why in map(guards.lazy_outputs, outs) if why), None)
+        if lazy:
+            flags.append(flag("LAZY_OUTPUT", lazy))
+        else:
+            seen = guards.storage_ptrs(self.last_output) if self.last_output is not None else set()
+            for o in outs:
+                ptrs = guards.storage_ptrs(o)
+                if ptrs & seen:
+                    flags.append(flag("OUTPUT_REPLAY", "the same output buffer was returned for two different calls"))
+                    break
+                seen |= ptrs
+            sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
+        self.last_output = outs[-1]
+        sample["flags"] = flags + self.state_flags()
         return sample
 
     def output(self, _body: Any) -> Any:
@@ -77,6 +133,19 @@ class CandidateWorker:
 
     def peak_memory(self, _body: Any) -> int | None:
         return int(torch.cuda.max_memory_allocated()) if self.device.startswith("cuda") else None
+
+    def profile(self, _body: Any) -> list[str]:
+        """Names of the GPU kernels one call launches, on every stream (torch profiler)."""
+        if not self.device.startswith("cuda"):
+            return []
+        from torch.profiler import ProfilerActivity, profile
+
+        inputs = runtime.fresh_inputs(self.timing_base, 1, self.device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            self._call(inputs)
+            runtime.sync(self.device)
+        names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+        return sorted(set(names))
 
 
 def main() -> None:
@@ -92,6 +161,7 @@ def main() -> None:
         "time": worker.time,
         "output": worker.output,
         "peak_memory": worker.peak_memory,
+        "profile": worker.profile,
     })
 
 

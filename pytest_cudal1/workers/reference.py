@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from pytest_cudal1.recipes import Recipe, draw_inputs
-from pytest_cudal1.workers import runtime
+from pytest_cudal1.workers import guards, runtime
 
 
 class ReferenceWorker:
@@ -56,8 +56,9 @@ class ReferenceWorker:
         assert self.module is not None and self.model is not None
         recipe = Recipe(**body["recipe"])
         inputs = draw_inputs(self.module.get_inputs, recipe)
-        on_dev = runtime.to_device(inputs, self.device)
-        native = self._forward(self.model, on_dev)
+        guarded = guards.Guarded(runtime.to_device(inputs, self.device))
+        native = self._forward(self.model, guarded.inputs)
+        on_dev = guarded.originals
         expected, precise = native, False
         if self.model64 is not None:
             try:
@@ -65,7 +66,8 @@ class ReferenceWorker:
                 precise = True
             except Exception:  # noqa: BLE001 - ops without float64 support: compare in native dtype
                 expected = native
-        return {"inputs": inputs, "expected": expected, "native": native, "float64": precise}
+        return {"inputs": inputs, "expected": expected, "native": native, "float64": precise,
+                "aliases_input": guards.aliases(native, guarded.inputs), "mutates_input": guarded.mutated() is not None}
 
     def prepare_timing(self, body: dict[str, Any]) -> dict[str, Any]:
         """Keep the task's own inputs on the device as the base every timed call perturbs."""
@@ -82,9 +84,28 @@ class ReferenceWorker:
             with torch.no_grad():
                 return model(*inputs)
 
-        sample, self.last_output = runtime.timed_sample(
-            call, self.timing_base, int(body["seed"]), int(body["calls"]), self.device, self.flush)
+        sample, outs = runtime.timed_sample(
+            call, self.timing_base, int(body["seed"]), int(body["calls"]), self.device, self.flush,
+            before=guards.reset_persisting_l2)
+        sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
+        self.last_output = outs[-1]
         return sample
+
+    def bandwidth(self, _body: Any) -> float | None:
+        """Measured device-to-device copy bandwidth in GB/s (bytes read + written), for the roofline floor."""
+        if not self.device.startswith("cuda"):
+            return None
+        src = torch.empty(1 << 28, dtype=torch.float32, device=self.device).random_()
+        dst = torch.empty_like(src)
+        for _ in range(3):
+            dst.copy_(src)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(10):
+            dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        return 2 * src.numel() * 4 * 10 / (start.elapsed_time(end) / 1e3) / 1e9
 
     def output(self, _body: Any) -> Any:
         return self.last_output
@@ -102,6 +123,7 @@ def main() -> None:
         "prepare_timing": worker.prepare_timing,
         "time": worker.time,
         "output": worker.output,
+        "bandwidth": worker.bandwidth,
     })
 
 

@@ -119,23 +119,25 @@ def fresh_inputs(base: list[Any], seed: int, device: str) -> list[Any]:
 
 
 def timed_sample(call: Callable[[list[Any]], Any], base: list[Any], seed: int, calls: int,
-                 device: str, flush: Flusher) -> tuple[dict[str, Any], Any]:
+                 device: str, flush: Flusher, before: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], list[Any]]:
     """One sample: ``calls`` forward calls on fresh inputs inside one synchronized region.
 
-    Returns the per-call times (event and host clock) and the last call's output.
+    Returns the per-call times (event and host clock) and every call's output.
     The region ends with a device-wide synchronize, so work left on any stream
-    of this process is inside the measurement.
+    of this process is inside the measurement. ``before`` runs outside the
+    region (e.g. resetting the persisting-L2 limit).
     """
     batches = [fresh_inputs(base, seed * 1009 + i, device) for i in range(calls)]
+    outs = []
+    before()
     flush()
     sync(device)
-    out = None
     if device.startswith("cuda"):
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         t0 = _perf_counter_ns()
         start.record()
         for inputs in batches:
-            out = call(inputs)
+            outs.append(call(inputs))
         sync(device)
         end.record()
         sync(device)
@@ -144,10 +146,10 @@ def timed_sample(call: Callable[[list[Any]], Any], base: list[Any], seed: int, c
     else:
         t0 = _perf_counter_ns()
         for inputs in batches:
-            out = call(inputs)
+            outs.append(call(inputs))
         t1 = _perf_counter_ns()
         event_ms = None
-    return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls}, out
+    return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls}, outs
 
 
 def to_device(values: list[Any], device: str) -> list[Any]:

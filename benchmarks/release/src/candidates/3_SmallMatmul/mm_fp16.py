@@ -1,0 +1,9 @@
+# expect: PRECISION_LOSS
+"""Matmul in float16, cast back to float32."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return torch.mm(A.half(), B.half()).float()

@@ -1,0 +1,31 @@
+"""Tanh-approximated GELU as a CuPy RawKernel launched on torch's current CUDA stream (GPU only)."""
+import cupy as cp
+import torch
+import torch.nn as nn
+
+_KERNEL = cp.RawKernel(
+    r"""
+extern "C" __global__ void gelu_tanh_kernel(const float* __restrict__ x, float* __restrict__ out, long long n) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float v = x[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+""",
+    "gelu_tanh_kernel",
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        threads = 256
+        with cp.cuda.Device(x.device.index), cp.cuda.ExternalStream(torch.cuda.current_stream(x.device).cuda_stream):
+            _KERNEL(((n + threads - 1) // threads,), (threads,), (cp.asarray(x), cp.asarray(out), cp.int64(n)))
+        return out
