@@ -8,6 +8,7 @@ can and never raises.
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from typing import Any
 
@@ -23,15 +24,15 @@ def _nvml() -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def gpu_facts(index: int = 0) -> dict[str, Any]:
+def gpu_facts(index: int | None = None) -> dict[str, Any]:
     """Name, driver, compute capability and memory of GPU ``index``; {} without a GPU."""
     nvml = _nvml()
     if nvml is None:
         return {}
     try:
-        if nvml.nvmlDeviceGetCount() <= index:
+        if nvml.nvmlDeviceGetCount() == 0:
             return {}
-        h = nvml.nvmlDeviceGetHandleByIndex(index)
+        h = nvml.nvmlDeviceGetHandleByIndex(gpu_index() if index is None else index)
         major, minor = nvml.nvmlDeviceGetCudaComputeCapability(h)
         name = nvml.nvmlDeviceGetName(h)
         return {
@@ -46,6 +47,14 @@ def gpu_facts(index: int = 0) -> dict[str, Any]:
 
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def gpu_count() -> int:
+    nvml = _nvml()
+    try:
+        return int(nvml.nvmlDeviceGetCount()) if nvml is not None else 0
+    except Exception:  # noqa: BLE001
+        return 0
 
 
 def has_gpu() -> bool:
@@ -66,3 +75,28 @@ def describe() -> dict[str, Any]:
                   "python": platform.python_version()})
     facts["device"] = "cuda" if facts.get("gpu") else "cpu"
     return facts
+
+
+def gpu_index() -> int:
+    """NVML index of the GPU this process's CUDA work lands on (first of CUDA_VISIBLE_DEVICES)."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    return int(first) if first.isdigit() else 0
+
+
+def gpu_state() -> dict[str, Any]:
+    """Clocks, temperature, power and clock-event reasons now; {} without NVML."""
+    nvml = _nvml()
+    if nvml is None:
+        return {}
+    try:
+        h = nvml.nvmlDeviceGetHandleByIndex(gpu_index())
+        state = {
+            "sm_clock_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM),
+            "temperature_c": nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
+            "power_w": nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        }
+        state["clock_event_reasons"] = hex(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))
+        return state
+    except Exception:  # noqa: BLE001 - a query the driver does not support: record what we have
+        return {}

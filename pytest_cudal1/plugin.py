@@ -9,6 +9,7 @@ only the judged items are collected.
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import Any, Iterator
@@ -33,6 +34,10 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("max-pairs", "int", 200, "most timed pairs"),
     ("target-ci", "float", 0.02, "stop timing once the speedup's 95% interval is within this fraction"),
     ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
+    ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
+    ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
+    ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if the two differ by over 10%"),
+    ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
 ]
 
 
@@ -42,9 +47,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="judge the bundled task set (implied by --cudal1-tasks/--cudal1-candidates)")
     for name, kind, default, help_text in SETTINGS:
         ini = f"cudal1_{name.replace('-', '_')}"
-        group.addoption(f"--cudal1-{name}", dest=ini, default=None, help=f"{help_text} [ini: {ini}]")
-        parser.addini(ini, help=help_text, type=kind if kind != "int" and kind != "float" else "string",
-                      default=None if default is None else str(default))
+        if kind == "bool":
+            group.addoption(f"--cudal1-{name}", dest=ini, action="store_const", const="true", default=None,
+                            help=f"{help_text} [ini: {ini}]")
+        else:
+            group.addoption(f"--cudal1-{name}", dest=ini, default=None, help=f"{help_text} [ini: {ini}]")
+        parser.addini(ini, help=help_text, type="string", default=None if default is None else str(default))
 
 
 def setting(config: pytest.Config, name: str) -> Any:
@@ -56,6 +64,8 @@ def setting(config: pytest.Config, name: str) -> Any:
         raw = config.getini(ini)
     if raw in (None, ""):
         return default
+    if kind == "bool":
+        return str(raw).lower() in ("1", "true", "yes", "on")
     try:
         return {"int": int, "float": float}.get(kind, str)(raw)
     except ValueError:
@@ -76,7 +86,29 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"backend_{backend}: candidate written with {backend}")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped without one")
     if enabled(config):
+        assign_gpu_to_xdist_worker(config)
         config.pluginmanager.register(CudaL1Session(config), "cudal1-session")
+
+
+def assign_gpu_to_xdist_worker(config: pytest.Config) -> None:
+    """Under pytest-xdist, worker gwN owns GPU N (mod the visible count), before any CUDA context exists."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "")
+    if not worker.startswith("gw"):
+        return
+    from pytest_cudal1 import environment
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = [d for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(environment.gpu_count())]
+    if devices:
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices[int(worker[2:]) % len(devices)]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    if enabled(config):
+        from pytest_cudal1.benchmark_bridge import machine_info as gpu_machine_info
+
+        machine_info.update(gpu_machine_info())
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -138,12 +170,13 @@ class CudaL1Session:
         pairs, self.unmatched = pair(tasks, candidates)
         collectors: list[pytest.Collector] = []
         if errors:
-            collectors.append(LoadErrorCollector.from_parent(session, name="cudal1-load-errors", errors=errors))
+            collectors.append(LoadErrorCollector.from_parent(session, name="cudal1-load-errors",
+                                                             nodeid="cudal1-load-errors", errors=errors))
         by_task: dict[str, list[Any]] = {}
         for task, cand in pairs:
             by_task.setdefault(task.id, []).append((task, cand))
         for task_id, task_pairs in by_task.items():
-            collectors.append(TaskCollector.from_parent(session, name=task_id, pairs=task_pairs))
+            collectors.append(TaskCollector.from_parent(session, name=task_id, nodeid=task_id, pairs=task_pairs))
         return collectors
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -173,6 +206,9 @@ class CudaL1Session:
                     max_pairs=setting(self.config, "max-pairs"), target_rel_ci=setting(self.config, "target-ci"),
                     call_timeout=setting(self.config, "call-timeout"),
                 ),
+                custom_kernels_only=setting(self.config, "custom-kernels-only"),
+                peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
+                remeasure_above=setting(self.config, "remeasure-above"),
             )
             arch = environment.gpu_facts().get("compute_capability")
             self._judge = Judge(cfg, BuildPool(self.cache_dir, cfg.compile_timeout, arch), gpu)
@@ -184,6 +220,15 @@ class CudaL1Session:
         for key, value in report.user_properties:
             if key == "cudal1" and report.when == "call":
                 self.records.append(value)
+                from pytest_cudal1.benchmark_bridge import add_record
+
+                add_record(self.config, report.nodeid, value)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from pytest_cudal1.benchmark_bridge import keep_storage_per_gpu
+
+        keep_storage_per_gpu(self.config)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self._judge is not None:

@@ -39,6 +39,7 @@ class TimingSummary:
     n: int
     clock: str  # "cuda_event" or "perf_counter"
     calls_per_sample: int = 1
+    samples_ms: list[float] = dataclasses.field(default_factory=list)  # per call, one per sample
 
 
 @dataclasses.dataclass

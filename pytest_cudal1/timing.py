@@ -28,6 +28,7 @@ import statistics
 import time
 from typing import Any, Callable
 
+from pytest_cudal1 import environment
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import PairedTiming, TimingSummary, Verdict
 from pytest_cudal1.workers.process import WorkerProcess
@@ -62,6 +63,7 @@ def summarize(samples: list[float], clock: str, calls: int) -> TimingSummary:
     return TimingSummary(
         median_ms=statistics.median(samples), iqr_ms=q[2] - q[0], min_ms=min(samples),
         mean_ms=statistics.fmean(samples), n=len(samples), clock=clock, calls_per_sample=calls,
+        samples_ms=list(samples),
     )
 
 
@@ -145,7 +147,7 @@ def measure_pairs(
     ref_ms: list[float] = []
     cand_ms: list[float] = []
     ratios: list[float] = []
-    warnings: list[str] = []
+    states = [environment.gpu_state()]
     clock = "perf_counter"
     started = time.monotonic()
     stopped = "max_pairs"
@@ -163,6 +165,7 @@ def measure_pairs(
                                            f"per call, longer than the controller's {wall_ms / calls:.4g} ms"), pair)
             samples[worker.role] = sample
             (ref_ms if worker is reference else cand_ms).append(ms)
+        states.append(environment.gpu_state())
         bad = checks(pair, samples["candidate"], samples["reference"])
         if bad is not None:
             raise AuditFailure(bad, pair)
@@ -194,5 +197,26 @@ def measure_pairs(
         pairs=len(ratios),
         method=method,
         stopped_because=stopped,
-        warnings=warnings[:5],
+        warnings=_state_warnings(states),
+        gpu_state=_state_summary(states),
     )
+
+
+def _state_summary(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """GPU state before and after timing, the SM clock range and every clock-event reason seen."""
+    seen = [s for s in states if s]
+    if not seen:
+        return {}
+    clocks = [s["sm_clock_mhz"] for s in seen if "sm_clock_mhz" in s]
+    return {
+        "before": seen[0], "after": seen[-1],
+        "sm_clock_min_mhz": min(clocks, default=None), "sm_clock_max_mhz": max(clocks, default=None),
+        "clock_event_reasons_seen": sorted({s["clock_event_reasons"] for s in seen if "clock_event_reasons" in s}),
+    }
+
+
+def _state_warnings(states: list[dict[str, Any]]) -> list[str]:
+    clocks = [s["sm_clock_mhz"] for s in states if s.get("sm_clock_mhz")]
+    if clocks and max(clocks) > 1.05 * min(clocks):
+        return [f"SM clock moved between {min(clocks)} and {max(clocks)} MHz while timing (throttling?)"]
+    return []

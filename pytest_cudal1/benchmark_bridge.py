@@ -1,0 +1,72 @@
+"""Hand judged timings to pytest-benchmark, so its storage, comparison and histograms work.
+
+Each judged item becomes one benchmark group with two benchmarks, reference
+and candidate, whose rounds are the paired samples already measured (seconds
+per call). Only the controlling process adds them (under xdist the workers'
+records arrive with their reports), so one saved file holds every item. The
+storage folder is kept per GPU, and machine_info names GPU, driver and CUDA.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from pytest_cudal1 import environment
+
+
+class _Source:
+    """The attributes pytest-benchmark's Metadata reads from a fixture."""
+
+    def __init__(self, name: str, fullname: str, group: str, extra_info: dict[str, Any]) -> None:
+        self.name, self.fullname, self.group, self.extra_info = name, fullname, group, extra_info
+        self.param = None
+        self.params = None
+        self.cprofile_stats = None
+        self.has_error = False
+
+
+def session(config: pytest.Config) -> Any:
+    return getattr(config, "_benchmarksession", None)
+
+
+def add_record(config: pytest.Config, nodeid: str, record: dict[str, Any]) -> None:
+    """Two benchmarks (reference, candidate) for one judged item, from its recorded samples."""
+    bs = session(config)
+    timing = record.get("timing")
+    if bs is None or timing is None or hasattr(config, "workerinput"):
+        return
+    from pytest_benchmark.stats import Metadata
+
+    extra = {"speedup": timing["speedup"], "speedup_ci": timing["speedup_ci"], "verdict": record["verdict"]["reason"],
+             "method": timing["method"], "gpu_state": timing.get("gpu_state", {}), "backend": record["backend"]}
+    for side in ("reference", "candidate"):
+        summary = timing[side]
+        src = _Source(f"{nodeid}[{side}]", f"{nodeid}[{side}]", nodeid, extra)
+        meta = Metadata(src, iterations=summary["calls_per_sample"], options={"timer": summary["clock"]})
+        for ms in summary["samples_ms"]:
+            meta.stats.update(ms / 1e3)
+        bs.benchmarks.append(meta)
+
+
+def gpu_slug() -> str:
+    facts = environment.gpu_facts()
+    return re.sub(r"[^A-Za-z0-9]+", "_", facts["gpu"]).strip("_") if facts else "cpu"
+
+
+def keep_storage_per_gpu(config: pytest.Config) -> None:
+    """Save and compare under ``<machine id>-<gpu>`` so runs on different GPUs never mix."""
+    bs = session(config)
+    storage = getattr(bs, "storage", None)
+    if storage is not None and hasattr(storage, "default_machine_id"):
+        suffix = f"-{gpu_slug()}"
+        if not storage.default_machine_id.endswith(suffix):
+            storage.default_machine_id += suffix
+
+
+def machine_info() -> dict[str, Any]:
+    facts = environment.describe()
+    return {"gpu": facts.get("gpu", "none"), "gpu_driver": facts.get("driver"), "cuda": facts.get("cuda"),
+            "torch": facts.get("torch"), "compute_capability": facts.get("compute_capability")}
