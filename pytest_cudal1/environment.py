@@ -71,7 +71,7 @@ def describe() -> dict[str, Any]:
     import torch
 
     facts = {k: v for k, v in gpu_facts().items() if v is not None}
-    facts.update({"torch": torch.__version__, "cuda": torch.version.cuda, "host": platform.node(),
+    facts.update({"torch": str(torch.__version__), "cuda": torch.version.cuda, "host": platform.node(),
                   "python": platform.python_version()})
     facts["device"] = "cuda" if facts.get("gpu") else "cpu"
     return facts

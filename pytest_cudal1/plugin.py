@@ -132,6 +132,7 @@ class CudaL1Session:
             self.ledger_path = Path(config.invocation_params.dir) / self.ledger_path
         self.records: list[dict[str, Any]] = []
         self.unmatched: list[Any] = []
+        self.html_path: Path | None = None
         self._judge: Any = None
 
     # -------------------------------------------------------- collection ---
@@ -234,6 +235,13 @@ class CudaL1Session:
         if self._judge is not None:
             self._judge.references.close()
             self._judge.builds.shutdown()
+        html = setting(self.config, "html")
+        if html and self.records and not hasattr(self.config, "workerinput"):  # the controller writes it, once
+            from pytest_cudal1.report import build_report
+
+            path = Path(html)
+            self.html_path = build_report(self.records, path if path.is_absolute() else
+                                          Path(self.config.invocation_params.dir) / path)
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         return f"cudal1: seed {self.seed}, ledger {self.ledger_path}"
@@ -250,6 +258,8 @@ class CudaL1Session:
             for line in summary_lines(self.records):
                 terminalreporter.write_line(line)
             terminalreporter.write_line(f"ledger: {self.ledger_path}")
+            if self.html_path is not None:
+                terminalreporter.write_line(f"report: {self.html_path}")
 
 
 class TaskCollector(pytest.Collector):

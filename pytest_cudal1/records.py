@@ -103,6 +103,7 @@ class JudgedRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "JudgedRecord":
+        """Inverse of ``to_json``; leaves ``data`` untouched."""
         data = dict(data)
         data.pop("passed", None)
         data.pop("speedup", None)
@@ -110,6 +111,7 @@ class JudgedRecord:
         verdict["reason"] = Reason(verdict["reason"])
         timing = data.pop("timing", None)
         if timing is not None:
+            timing = dict(timing)
             timing = PairedTiming(
                 reference=TimingSummary(**timing.pop("reference")),
                 candidate=TimingSummary(**timing.pop("candidate")),

@@ -31,6 +31,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from pytest_cudal1.reasons import Reason, describe
-from pytest_cudal1.records import JudgedRecord
+from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Verdict
 
 FAST_P: tuple[float, ...] = (0.0, 1.0, 1.5, 2.0)
 TEMPLATES = Path(__file__).parent / "templates"
@@ -95,22 +96,100 @@ def record_from(obj: JudgedRecord | Mapping[str, Any]) -> JudgedRecord:
     return record
 
 
-def _records_in_json(data: Any) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """(record dict, environment additions) found in one parsed JSON document."""
+_SIDE = re.compile(r"^(?P<item>.*)\[(?P<side>reference|candidate)\]$")
+_TASK = re.compile(r"^L(?P<level>\d+)/(?P<name>(?P<problem>\d+)?.*)$")
+
+
+def _benchmark_environment(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's ``environment`` from a saved pytest-benchmark run's machine and commit info."""
+    machine = data.get("machine_info") or {}
+    gpu = machine.get("gpu")
+    env = {"gpu": None if gpu in (None, "", "none") else gpu, "driver": machine.get("gpu_driver"),
+           "cuda": machine.get("cuda"), "torch": machine.get("torch"),
+           "compute_capability": machine.get("compute_capability"), "host": machine.get("node")}
+    env["device"] = "cuda" if env["gpu"] else "cpu"
+    commit = (data.get("commit_info") or {}).get("id")
+    if commit and commit != "unversioned":
+        env["commit"] = commit
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def _benchmark_summary(bench: Mapping[str, Any]) -> TimingSummary:
+    st = bench.get("stats") or {}
+    return TimingSummary(median_ms=st["median"] * 1e3, iqr_ms=st.get("iqr", 0.0) * 1e3, min_ms=st["min"] * 1e3,
+                         mean_ms=st["mean"] * 1e3, n=int(st.get("rounds", 0)),
+                         clock=str((bench.get("options") or {}).get("timer", "perf_counter")),
+                         calls_per_sample=int(st.get("iterations", 1) or 1))
+
+
+def records_from_benchmark_run(data: Mapping[str, Any]) -> list[JudgedRecord]:
+    """Records rebuilt from a run saved by pytest-benchmark (``--benchmark-save``/``--benchmark-autosave``).
+
+    ``benchmark_bridge`` saves each judged, timed item as two benchmarks, ``<item>[reference]`` and
+    ``<item>[candidate]``, whose ``extra_info`` holds speedup, interval, verdict, method, GPU state and
+    backend; the GPU, driver and CUDA come from ``machine_info``, the date from ``datetime``. Such a run
+    holds no source hash, evidence or kernels, and no item that was rejected before timing.
+    A benchmark whose ``extra_info`` is a whole record (or holds one under ``"cudal1"``) is taken as is.
+    """
+    env = _benchmark_environment(data)
+    when = str(data.get("datetime") or "")
+    out: list[JudgedRecord] = []
+    items: dict[str, dict[str, Any]] = {}
+    for bench in data.get("benchmarks") or []:
+        info = (bench or {}).get("extra_info") or {}
+        whole = info.get("cudal1", info)
+        if isinstance(whole, Mapping) and "task_id" in whole and "verdict" in whole:
+            try:
+                record = record_from(whole)
+            except (ValueError, KeyError, TypeError):
+                continue
+            for key, value in env.items():
+                record.environment.setdefault(key, value)
+            out.append(record)
+            continue
+        m = _SIDE.match(str(bench.get("name", "")))
+        if m and "speedup" in info and "verdict" in info:
+            items.setdefault(str(bench.get("group") or m["item"]), {})[m["side"]] = bench
+    for item, sides in items.items():
+        if set(sides) != {"reference", "candidate"} or "::" not in item:
+            continue
+        info = sides["candidate"]["extra_info"]
+        task_id, candidate = item.rsplit("::", 1)
+        task = _TASK.match(task_id)
+        try:
+            ref, cand = _benchmark_summary(sides["reference"]), _benchmark_summary(sides["candidate"])
+            reason = Reason(info["verdict"])
+            timing = PairedTiming(reference=ref, candidate=cand, speedup=float(info["speedup"]),
+                                  speedup_ci=tuple(info.get("speedup_ci") or (math.nan, math.nan)),  # type: ignore[arg-type]
+                                  pairs=cand.n, method=str(info.get("method", "")),
+                                  stopped_because="not saved (from a pytest-benchmark run)",
+                                  gpu_state=dict(info.get("gpu_state") or {}))
+        except (KeyError, TypeError, ValueError):
+            continue
+        out.append(JudgedRecord(
+            task_id=task_id, level=int(task["level"]) if task else None,
+            problem_id=int(task["problem"]) if task and task["problem"] else None,
+            task_name=task["name"] if task else task_id, candidate_name=candidate, candidate_sha256="",
+            candidate_origin=f"pytest-benchmark: {sides['candidate'].get('fullname', item)}",
+            backend=str(info.get("backend", "")), device=env["device"],
+            verdict=Verdict(reason, "from a saved pytest-benchmark run"), timing=timing,
+            environment=dict(env), judged_at=when or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
+    return out
+
+
+def _records_in_json(data: Any) -> Iterator[JudgedRecord]:
+    """The records in one parsed JSON document: a record, a list of them, or a saved benchmark run."""
     if isinstance(data, list):
         for item in data:
             yield from _records_in_json(item)
     elif isinstance(data, dict):
         if "task_id" in data and "verdict" in data:
-            yield data, {}
-        elif isinstance(data.get("benchmarks"), list):  # a pytest-benchmark save (--benchmark-save)
-            commit = (data.get("commit_info") or {}).get("id")
-            extra = {"commit": commit} if commit else {}
-            for bench in data["benchmarks"]:
-                info = (bench or {}).get("extra_info") or {}
-                found = info.get("cudal1", info)
-                for rec, _ in _records_in_json(found):
-                    yield rec, extra
+            try:
+                yield record_from(data)
+            except (ValueError, KeyError, TypeError):
+                return
+        elif isinstance(data.get("benchmarks"), list):
+            yield from records_from_benchmark_run(data)
 
 
 def read_records(path: Path) -> list[JudgedRecord]:
@@ -118,28 +197,19 @@ def read_records(path: Path) -> list[JudgedRecord]:
 
     Lines or entries that are not records (or use a reason code unknown here) are skipped.
     """
-    path = Path(path)
-    found: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
     try:
-        found = list(_records_in_json(json.loads(text)))
+        return list(_records_in_json(json.loads(text)))
     except ValueError:  # JSONL: one record per line; a torn final line is skipped
-        for line in text.splitlines(keepends=True):
-            if not line.endswith("\n") or not line.strip():
-                continue
-            try:
-                found.extend(_records_in_json(json.loads(line)))
-            except ValueError:
-                continue
-    records = []
-    for data, extra in found:
-        try:
-            record = record_from(data)
-        except (ValueError, KeyError, TypeError):
+        pass
+    records: list[JudgedRecord] = []
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n") or not line.strip():
             continue
-        for key, value in extra.items():
-            record.environment.setdefault(key, value)
-        records.append(record)
+        try:
+            records.extend(_records_in_json(json.loads(line)))
+        except ValueError:
+            continue
     return records
 
 
@@ -168,7 +238,8 @@ def judged_time(record: JudgedRecord) -> float:
 def latest(records: Iterable[JudgedRecord]) -> list[JudgedRecord]:
     """One record per (GPU, task, candidate name, source hash): the latest judged (a tie: the later given).
 
-    The survivors keep the order in which their key first appeared.
+    A record without a source hash (rebuilt from a saved benchmark run) is dropped when a record with
+    one exists for the same GPU, task and candidate. The survivors keep the order their key first appeared.
     """
     keep: dict[tuple[str, str, str, str], tuple[float, int, JudgedRecord]] = {}
     for i, r in enumerate(records):
@@ -176,7 +247,9 @@ def latest(records: Iterable[JudgedRecord]) -> list[JudgedRecord]:
         when = judged_time(r)
         if key not in keep or when >= keep[key][0]:
             keep[key] = (when, keep[key][1] if key in keep else i, r)
-    return [r for _, _, r in sorted(keep.values(), key=lambda t: t[1])]
+    hashed = {k[:3] for k in keep if k[3]}
+    return [r for k, (_, _, r) in sorted(keep.items(), key=lambda kv: kv[1][1])
+            if k[3] or k[:3] not in hashed]  # a saved benchmark run (no hash) yields to a ledger's record
 
 
 def judged(records: Iterable[JudgedRecord]) -> list[JudgedRecord]:
@@ -372,9 +445,12 @@ def commits_of(records: Iterable[JudgedRecord]) -> list[str]:
 
 
 def harness_commit() -> str | None:
-    """The git commit of the harness itself, when it runs from a checkout; best effort."""
+    """The git commit of the harness itself, when it runs from its own checkout; best effort."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():  # installed, or inside someone else's repository
+        return None
     try:
-        out = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "--short=12", "HEAD"],
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -580,8 +656,13 @@ def build_context(records: Iterable[JudgedRecord | Mapping[str, Any]], title: st
 
     order = {t: i for i, (t, _) in enumerate(task_order(recs))}
     cand_rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in sorted(recs, key=lambda r: order[r.task_id]):
-        row = cand_rows.setdefault(_candidate_key(r), {
+    # Records without a source hash (from saved benchmark runs) join a row of the same name where they fit.
+    for r in sorted(recs, key=lambda r: (order[r.task_id], not r.candidate_sha256)):
+        key = _candidate_key(r)
+        if not r.candidate_sha256:
+            key = next((k for k, row in cand_rows.items() if k[:2] == key[:2]
+                        and row["cells"][gpu_key(r)].record is None), key)
+        row = cand_rows.setdefault(key, {
             "task": r.task_id, "level": r.level, "candidate": r.candidate_name, "sha": r.candidate_sha256[:10],
             "backend": r.backend, "cells": {g: Cell(None) for g in names}, "statuses": set()})
         row["cells"][gpu_key(r)] = Cell(r, anchors.get(id(r)))

@@ -1,7 +1,8 @@
 """How judged items appear to pytest: ids, markers, -k/-m, --lf, -x, --collect-only, levels, load errors.
 
-Collection-only runs are cheap (no worker starts); the few tests that judge use
-the tiny fixture task so each judged item costs about one worker start-up.
+Collection-only runs are cheap (no worker starts) and run in-process
+(``pytester.runpytest``); runs that judge are real subprocesses and use the tiny
+fixture task, so each judged item costs about one worker start-up.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ FIXTURE_IDS = sorted(f"L1/1_tiny_relu::{p.stem}" for p in (FIXTURE_CANDIDATES / 
 
 
 def collected(result: pytest.RunResult) -> list[str]:
-    """Item ids from ``--collect-only -q`` output, without pytest's leading '::' for session-level nodes."""
+    """Item ids from ``--collect-only -q`` output."""
     ids = []
     for line in result.outlines:
         if not line.strip() or " collected" in line or line.startswith(("=", "cudal1:", "no tests")):
             continue
-        ids.append(line.strip().removeprefix("::"))
+        ids.append(line.strip())
     return ids
 
 
@@ -59,20 +60,18 @@ def test_collect_only_lists_stable_readable_ids(pytester: pytest.Pytester) -> No
     # nothing was judged: no ledger, no cache
     assert not (pytester.path / "cudal1-ledger.jsonl").exists()
     assert not (pytester.path / ".cudal1_cache").exists()
-    again = pytester.runpytest_subprocess(*FIXTURE_ARGS, "--collect-only", "-q", "--cudal1-seed=7")
+    again = pytester.runpytest(*FIXTURE_ARGS, "--collect-only", "-q", "--cudal1-seed=7")
     assert collected(again) == ids  # the seed or a rerun never changes ids
 
 
-@pytest.mark.xfail(strict=True, reason="plugin bug: TaskCollector/LoadErrorCollector are children of the Session, "
-                                       "so node ids start with '::' ('::L1/1_ReLU::torch_fast'), which cannot be "
-                                       "passed back on the command line")
-def test_node_ids_have_no_leading_separator(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*FIXTURE_ARGS, "--collect-only", "-q", "-k", "tiny_relu and wrong")
-    result.stdout.fnmatch_lines(["L1/1_tiny_relu::wrong"])
+def test_node_ids_are_task_id_and_candidate(pytester: pytest.Pytester) -> None:
+    # exactly '<task id>::<candidate>', with no leading '::' from the session-level collector
+    result = pytester.runpytest(*FIXTURE_ARGS, "--collect-only", "-q", "-k", "tiny_relu and wrong")
+    assert collected(result) == ["L1/1_tiny_relu::wrong"]
 
 
 def test_verbose_collection_shows_the_tree(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*FIXTURE_ARGS, "--collect-only", "-k", "bad_init")
+    result = pytester.runpytest(*FIXTURE_ARGS, "--collect-only", "-k", "bad_init")
     result.stdout.fnmatch_lines(["*<TaskCollector L1/2_bad_init>", "*<JudgedItem ok>", "*1/* tests collected*"])
     result.stdout.fnmatch_lines(["cudal1: seed *, ledger *cudal1-ledger.jsonl"])
 
@@ -81,7 +80,7 @@ def test_verbose_collection_shows_the_tree(pytester: pytest.Pytester) -> None:
 
 def test_markers_select_levels_and_backends(pytester: pytest.Pytester, mixed) -> None:
     args = (*mixed_args(mixed), "--collect-only", "-q")
-    every = collected(pytester.runpytest_subprocess(*args))
+    every = collected(pytester.runpytest(*args))
     assert every == ["L1/1_relu::ext", "L1/1_relu::fast", "L1/2_double::tri", "L2/1_fused::cu", "L2/1_fused::fast"]
     cases = {
         "level1": ["L1/1_relu::ext", "L1/1_relu::fast", "L1/2_double::tri"],
@@ -96,54 +95,56 @@ def test_markers_select_levels_and_backends(pytester: pytest.Pytester, mixed) ->
         "level3": [],
     }
     for expr, want in cases.items():
-        result = pytester.runpytest_subprocess(*args, "-m", expr)
+        result = pytester.runpytest(*args, "-m", expr)
         assert collected(result) == want, expr
 
 
 def test_markers_are_registered(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("--markers")
+    result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.cudal1:*", "@pytest.mark.level1:*", "@pytest.mark.backend_torch:*",
                                  "@pytest.mark.backend_cupy:*", "@pytest.mark.gpu:*"])
     # --strict-markers accepts them on judged items
     pytester.makeini("[pytest]\naddopts = --strict-markers\n")
-    assert pytester.runpytest_subprocess(*FIXTURE_ARGS, "--collect-only", "-q", "-m", "level1").ret == 0
+    assert pytester.runpytest(*FIXTURE_ARGS, "--collect-only", "-q", "-m", "level1").ret == 0
 
 
 def test_keyword_selection(pytester: pytest.Pytester, mixed) -> None:
     args = (*mixed_args(mixed), "--collect-only", "-q")
-    assert collected(pytester.runpytest_subprocess(*args, "-k", "fast")) == ["L1/1_relu::fast", "L2/1_fused::fast"]
-    assert collected(pytester.runpytest_subprocess(*args, "-k", "1_relu and not ext")) == ["L1/1_relu::fast"]
-    assert collected(pytester.runpytest_subprocess(*args, "-k", "2_double")) == ["L1/2_double::tri"]
+    assert collected(pytester.runpytest(*args, "-k", "fast")) == ["L1/1_relu::fast", "L2/1_fused::fast"]
+    assert collected(pytester.runpytest(*args, "-k", "1_relu and not ext")) == ["L1/1_relu::fast"]
+    assert collected(pytester.runpytest(*args, "-k", "2_double")) == ["L1/2_double::tri"]
 
 
 def test_level_option_filters_tasks_and_candidates(pytester: pytest.Pytester, mixed) -> None:
     args = (*mixed_args(mixed), "--collect-only", "-q")
-    assert collected(pytester.runpytest_subprocess(*args, "--cudal1-level=2")) == ["L2/1_fused::cu", "L2/1_fused::fast"]
-    assert len(collected(pytester.runpytest_subprocess(*args, "--cudal1-level=1, 2"))) == 5
-    assert collected(pytester.runpytest_subprocess(*args, "--cudal1-level=3")) == []
+    assert collected(pytester.runpytest(*args, "--cudal1-level=2")) == ["L2/1_fused::cu", "L2/1_fused::fast"]
+    assert len(collected(pytester.runpytest(*args, "--cudal1-level=1, 2"))) == 5
+    assert collected(pytester.runpytest(*args, "--cudal1-level=3")) == []
     # tasks alone: each task's own reference is the candidate
-    only_tasks = pytester.runpytest_subprocess(f"--cudal1-tasks={mixed[0]}", "--collect-only", "-q",
+    only_tasks = pytester.runpytest(f"--cudal1-tasks={mixed[0]}", "--collect-only", "-q",
                                                "--cudal1-level=1")
     assert collected(only_tasks) == ["L1/1_relu::reference", "L1/2_double::reference"]
-    bad = pytester.runpytest_subprocess(*args, "--cudal1-level=one")
+    bad = pytester.runpytest(*args, "--cudal1-level=one")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--cudal1-level: expected comma-separated numbers*"])
 
 
 def test_ini_settings(pytester: pytest.Pytester, mixed) -> None:
     pytester.makeini(f"[pytest]\ncudal1_tasks = {mixed[0]}\ncudal1_candidates = {mixed[1]}\ncudal1_level = 2\n")
-    assert collected(pytester.runpytest_subprocess("--collect-only", "-q")) == ["L2/1_fused::cu", "L2/1_fused::fast"]
+    assert collected(pytester.runpytest("--collect-only", "-q")) == ["L2/1_fused::cu", "L2/1_fused::fast"]
     # the command line wins over the ini
-    assert len(collected(pytester.runpytest_subprocess("--collect-only", "-q", "--cudal1-level=1"))) == 3
-    bad = pytester.runpytest_subprocess("--collect-only", "-q", "--cudal1-trials=many")
-    assert bad.ret != pytest.ExitCode.OK
-    assert "--cudal1-trials: expected int" in "\n".join(bad.outlines + bad.errlines)
+    assert len(collected(pytester.runpytest("--collect-only", "-q", "--cudal1-level=1"))) == 3
+    # numbers are checked when judging starts (collect-only never reads them)
+    bad = pytester.runpytest("-q", "--cudal1-trials=many", "-k", "fast")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--cudal1-trials: expected int, got 'many'" in "\n".join(bad.outlines + bad.errlines)
+    assert not (pytester.path / "cudal1-ledger.jsonl").exists()
 
 
 def test_unmatched_candidates_are_reported_not_judged(pytester: pytest.Pytester, mixed) -> None:
     tasks, cands = mixed
     write_candidate(cands, 1, "9_elsewhere", "lost")
-    result = pytester.runpytest_subprocess(f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}",
+    result = pytester.runpytest(f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}",
                                            "--collect-only", "-q")
     assert "L1/9_elsewhere::lost" not in collected(result)
     assert len(collected(result)) == 5
@@ -154,26 +155,26 @@ def test_unmatched_candidates_are_reported_not_judged(pytester: pytest.Pytester,
 def test_plain_pytest_collects_only_normal_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_normal="def test_one():\n    pass\n\ndef test_two():\n    pass\n")
     write_task(pytester.path / "kb", 1, "1_relu")  # a task set in the project is not judged by default
-    plain = pytester.runpytest_subprocess("--collect-only", "-q")
+    plain = pytester.runpytest("--collect-only", "-q")
     assert collected(plain) == ["test_normal.py::test_one", "test_normal.py::test_two"]
     assert "cudal1:" not in plain.stdout.str()  # no header, no session: judging is off
 
     # judging on, no paths: only judged items; with a test path: both
-    judged = pytester.runpytest_subprocess(f"--cudal1-tasks={pytester.path / 'kb'}", "--collect-only", "-q")
+    judged = pytester.runpytest(f"--cudal1-tasks={pytester.path / 'kb'}", "--collect-only", "-q")
     assert collected(judged) == ["L1/1_relu::reference"]
-    both = pytester.runpytest_subprocess(f"--cudal1-tasks={pytester.path / 'kb'}", "test_normal.py",
+    both = pytester.runpytest(f"--cudal1-tasks={pytester.path / 'kb'}", "test_normal.py",
                                          "--collect-only", "-q")
     assert sorted(collected(both)) == ["L1/1_relu::reference", "test_normal.py::test_one", "test_normal.py::test_two"]
     # a plain run really runs only the normal tests
-    run = pytester.runpytest_subprocess()
+    run = pytester.runpytest()
     run.assert_outcomes(passed=2)
     assert not (pytester.path / "cudal1-ledger.jsonl").exists()
 
 
 def test_bundled_set_with_cudal1_flag(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("--cudal1", "--collect-only", "-q", "-k", "1_ReLU and torch_fast")
+    result = pytester.runpytest("--cudal1", "--collect-only", "-q", "-k", "1_ReLU and torch_fast")
     assert collected(result) == ["L1/1_ReLU::torch_fast"]
-    every = collected(pytester.runpytest_subprocess("--cudal1", "--collect-only", "-q"))
+    every = collected(pytester.runpytest("--cudal1", "--collect-only", "-q"))
     assert {i.split("/")[0] for i in every} == {"L1", "L2", "L3"}
     assert all("::" in i for i in every) and not any(i.startswith("cudal1-load-errors") for i in every)
 
@@ -204,11 +205,12 @@ def test_load_errors_fail_by_file_and_line_while_other_items_run(judge_run, pyte
 
 
 def test_missing_paths_are_load_errors(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(f"--cudal1-tasks={pytester.path / 'nope'}",
+    result = pytester.runpytest(f"--cudal1-tasks={pytester.path / 'nope'}",
                                            f"--cudal1-candidates={pytester.path / 'nada.jsonl'}")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*nope: [BAD_TASK] task path does not exist*",
-                                 "*nada.jsonl: [BAD_CANDIDATE_FILE] candidate path does not exist*"])
+    text = result.stdout.str()
+    assert f"{pytester.path / 'nope'}: [BAD_TASK] task path does not exist" in text
+    assert f"{pytester.path / 'nada.jsonl'}: [BAD_CANDIDATE_FILE] candidate path does not exist" in text
 
 
 # ------------------------------------------------------------- --lf and -x ---

@@ -359,7 +359,7 @@ def test_read_records_formats(tmp_path: Path) -> None:
     got = report.read_records(jsonl)
     assert [(g.candidate_name, g.speedup) for g in got] == [("a", 1.3), ("b", None)]
     assert report.kernels_of(got[0]) == ["k1"]
-    bench = tmp_path / "0001_run.json"  # a saved pytest-benchmark run carrying records in extra_info
+    bench = tmp_path / "0001_run.json"  # a saved benchmark run whose extra_info holds whole records
     bench.write_text(json.dumps({"commit_info": {"id": "deadbeef0123", "dirty": False}, "benchmarks": [
         {"name": "a", "extra_info": {"cudal1": r1.to_json()}}, {"name": "b", "extra_info": r2.to_json()},
         {"name": "plain", "extra_info": {}}]}))
@@ -370,6 +370,64 @@ def test_read_records_formats(tmp_path: Path) -> None:
     listed.write_text(json.dumps([r1.to_json(), r2.to_json()]))
     assert len(report.read_records(listed)) == 2
     assert report.input_files([tmp_path]) == [bench, jsonl, listed]
+
+
+BENCH_RUN = Path(__file__).parent / "report_fixtures" / "benchmark_run_cpu.json"  # saved by --benchmark-autosave
+
+
+def test_saved_benchmark_run_becomes_records() -> None:
+    """pytest-benchmark saves each judged item as <item>[reference] and <item>[candidate] (benchmark_bridge)."""
+    data = json.loads(BENCH_RUN.read_text())
+    got = {(r.task_id, r.candidate_name): r for r in report.read_records(BENCH_RUN)}
+    by_side = {b["name"]: b for b in data["benchmarks"]}
+    items = {b["group"] for b in data["benchmarks"]}
+    assert set(got) == {tuple(i.rsplit("::", 1)) for i in items} and len(got) == 6
+    for (task, cand), r in got.items():
+        ref, can = by_side[f"{task}::{cand}[reference]"], by_side[f"{task}::{cand}[candidate]"]
+        assert r.speedup == can["extra_info"]["speedup"]
+        assert list(r.timing.speedup_ci) == can["extra_info"]["speedup_ci"]
+        assert r.verdict.reason.value == can["extra_info"]["verdict"] and r.backend == can["extra_info"]["backend"]
+        assert r.timing.reference.median_ms == pytest.approx(ref["stats"]["median"] * 1e3)
+        assert r.timing.candidate.median_ms == pytest.approx(can["stats"]["median"] * 1e3)
+        assert r.timing.candidate.calls_per_sample == can["stats"]["iterations"]
+        assert (r.level, r.task_name) == (int(task[1]), task.split("/", 1)[1])
+        assert report.gpu_key(r) == "cpu" and r.environment["host"] == data["machine_info"]["node"]
+        assert r.judged_at == data["datetime"] and r.candidate_sha256 == ""
+
+
+def test_merge_ledgers_with_a_saved_benchmark_run(ledgers: list[Path], tmp_path: Path) -> None:
+    """A run saved on another GPU joins the ledgers as its own column group; a ledger's record wins a tie."""
+    data = json.loads(BENCH_RUN.read_text())
+    data["machine_info"].update(gpu="NVIDIA L4", gpu_driver="570.86", cuda="12.8")
+    l4 = tmp_path / "runs" / "Linux-CPython-3.11-64bit-NVIDIA_L4" / "0001_unversioned.json"
+    l4.parent.mkdir()
+    l4.write_text(json.dumps(data))
+    cpu_again = tmp_path / "cpu-run.json"  # the same CPU run as cpu_records(): the ledger's torch_fast wins
+    cpu_again.write_text(BENCH_RUN.read_text())
+    out = tmp_path / "merged.html"
+    assert report.main([str(out), str(tmp_path / "runs"), str(cpu_again)]) == 0
+    doc = parse(out)
+    gpus = [r.attrs["data-gpu"] for r in doc.find("table", id="gpu-table").find("tbody").find_all("tr")]
+    assert gpus == [A100, H200, "NVIDIA L4", "cpu"]  # by name, the CPU last
+    row = doc.find("table", id="gpu-table").find("tr", data_gpu="NVIDIA L4")
+    assert row.find("td", data_col="driver").text() == "570.86" and row.find("td", data_col="CUDA").text() == "12.8"
+    speeds = {b["group"]: b["extra_info"]["speedup"] for b in data["benchmarks"]}
+    table = doc.find("table", id="candidate-table")
+    for item, speedup in speeds.items():
+        task, cand = item.rsplit("::", 1)
+        rows = [tr for tr in table.find("tbody").find_all("tr")
+                if (tr.attrs["data-task"], tr.attrs["data-candidate"]) == (task, cand)]
+        assert len(rows) == 1  # a saved run has no source hash: it joins the row of the same candidate
+        assert num(rows[0].find("td", data_gpu="NVIDIA L4", data_col="speedup").attrs["data-sort"]) == speedup
+    # On the CPU, L1/1_ReLU::torch_fast comes from the ledger (it has a source hash), not from the saved run.
+    cpu_led = {r.candidate_name: r for r in cpu_records()}
+    rows = [tr for tr in table.find("tbody").find_all("tr")
+            if (tr.attrs["data-task"], tr.attrs["data-candidate"]) == ("L1/1_ReLU", "torch_fast")]
+    cpu_cells = [tr.find("td", data_gpu="cpu", data_col="speedup").attrs["data-sort"] for tr in rows]
+    assert [num(c) for c in cpu_cells if c] == [cpu_led["torch_fast"].speedup]
+    stats = doc.find("table", id="stats").find("tr", data_gpu="NVIDIA L4", data_scope="all")
+    want = [b["extra_info"]["speedup"] for b in data["benchmarks"] if b["name"].endswith("[candidate]")]
+    assert num(stats.find("td", data_stat="geomean").attrs["data-value"]) == pytest.approx(statistics.geometric_mean(want))
 
 
 # ------------------------------------------------------- the page itself ---
@@ -687,8 +745,10 @@ CHROMIUM_FLAGS = [
     "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--disable-default-apps", "--disable-extensions", "--disable-domain-reliability",
     "--disable-client-side-phishing-detection", "--disable-breakpad", "--metrics-recording-only", "--mute-audio",
-    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication",
-    # Nothing but this machine: no name resolves and every proxied request goes to a closed local port.
+    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
+    "NetworkTimeServiceQuerying,CertificateTransparencyComponentUpdater",
+    # Nothing but this machine: the browser's own background requests (update checks, account lists) find
+    # no name (every host maps to NOTFOUND) and go through a proxy that is a closed port on 127.0.0.1.
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
     "--proxy-server=http://127.0.0.1:9", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
     "--hide-scrollbars", "--window-size=1400,1800",
@@ -830,19 +890,21 @@ def test_report_in_headless_chromium(browser: DevTools, ledgers: list[Path], tmp
 
 # ------------------------------------------------------- the pytest run ---
 
-def _plugin_has_html_option() -> bool:
+def _plugin_writes_html_report() -> bool:
+    """Whether plugin.py has the --cudal1-html setting and calls build_report (wired separately)."""
     import inspect
 
     from pytest_cudal1 import plugin
 
-    return "cudal1-html" in inspect.getsource(plugin) or any(s[0] == "html" for s in plugin.SETTINGS)
+    source = inspect.getsource(plugin)
+    return ("cudal1-html" in source or any(s[0] == "html" for s in plugin.SETTINGS)) and "build_report" in source
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("xdist", [False, True], ids=["serial", "xdist"])
 def test_pytest_run_writes_the_report(pytester: pytest.Pytester, xdist: bool) -> None:
-    if not _plugin_has_html_option():
-        pytest.skip("--cudal1-html is not wired into the plugin yet")
+    if not _plugin_writes_html_report():
+        pytest.skip("--cudal1-html is not wired into the plugin yet (pytest_sessionfinish -> report.build_report)")
     if xdist:
         pytest.importorskip("xdist")
     args = ["-p", "no:cacheprovider", "--cudal1", "--cudal1-level", "1", "-k", "1_ReLU and torch_fast",

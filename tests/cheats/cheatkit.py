@@ -38,7 +38,6 @@ BASE_OPTIONS = (
     "--cudal1-min-pairs=4",
     "--cudal1-max-pairs=8",
     "--cudal1-seed=1",
-    "--cudal1-cache-dir=cache",
     "-p",
     "no:cacheprovider",
     "-rs",
@@ -136,7 +135,10 @@ def layout(group: Group, workdir: Path) -> list[str]:
 def run_group(group: Group, workdir: Path) -> GroupResult:
     """Judge the group in a fresh ``python -m pytest`` (what ``pytester.runpytest_subprocess`` does)."""
     options = layout(group, workdir)
-    cmd = [sys.executable, "-m", "pytest", *options, *BASE_OPTIONS, *group.extra_options]
+    # An absolute cache folder: with a relative one, JSONL candidates (which have no file of their own)
+    # are handed to the worker as a path relative to the wrong folder (see test_release.py).
+    cache = f"--cudal1-cache-dir={workdir / 'cache'}"
+    cmd = [sys.executable, "-m", "pytest", *options, *BASE_OPTIONS, cache, *group.extra_options]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CUDAL1_CHEATS_"))}
     env["PYTHONUNBUFFERED"] = "1"
     t0 = time.monotonic()

@@ -31,7 +31,9 @@ CASES: list[Case] = [
     planted(RELU, "slice_batch", "SHAPE_MISMATCH", group="relu-controls"),
     planted(RELU, "thread_joined", OK, group="relu-controls"),
     planted(RELU, "threadpool_with", OK, group="relu-controls"),
-    planted(RELU, "threadpool_persistent", OK, group="relu-controls", why="idle pool threads, no pending work"),
+    planted(RELU, "threadpool_prestarted", OK, group="relu-controls", why="pool threads started in __init__"),
+    planted(RELU, "threadpool_persistent", OK, group="relu-controls",
+            why="probe: pool threads started lazily by the first forward stay idle afterwards; no pending work"),
     planted(RELU, "triton_kernel", OK, group="relu-controls"),
     planted(RELU, "numba_kernel", OK, group="relu-controls"),
     planted(RELU, "fake_messages_honest", OK, group="relu-controls"),
@@ -109,7 +111,7 @@ def test_exact_shortcut_is_rewarded(case: Case, judged) -> None:
     rec = lookup(judged.get(GROUPS[case.group]), case.name, case.task)
     assert verdict_of(rec)[0] == OK, explain(rec, OK)
     speedup = (rec.get("timing") or {}).get("speedup") or 0.0
-    assert speedup > 3.0, f"shortcut speedup only {speedup:.3g}x; the control no longer exercises a big speedup"
+    assert speedup > 2.0, f"shortcut speedup only {speedup:.3g}x; the control no longer exercises a big speedup"
     assert rec.get("reward", 0) > 0, f"an OK, faster candidate earned reward {rec.get('reward')}"
 
 
@@ -139,7 +141,7 @@ def test_static_findings_name_the_pattern(case: Case, words: tuple[str, ...], ju
 @pytest.mark.parametrize(
     "case",
     [pytest.param(STATIC[n], id=f"{n}-ok-despite-findings", marks=pytest.mark.judge_group(GROUPS["relu-controls"]))
-     for n in ("thread_joined", "threadpool_persistent", "fake_messages_honest")],
+     for n in ("thread_joined", "threadpool_prestarted", "fake_messages_honest")],
 )
 def test_static_findings_never_decide(case: Case, judged) -> None:
     """Controls that use threads or print look suspicious to a scanner; they must still be OK."""

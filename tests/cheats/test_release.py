@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from .cheatkit import REPO, Case, Group, explain, lookup, verdict_of
+from .cheatkit import BASE_OPTIONS, REPO, Case, Group, explain, lookup, read_ledger, verdict_of
 
 RELEASE_DIR = REPO / "benchmarks" / "release"
 RELEASE = RELEASE_DIR / "redteam_release.jsonl"
@@ -92,3 +92,17 @@ def test_release_summary_names_each_cheat(judged) -> None:
     counts = next((ln for ln in rows if ln.startswith("verdicts:")), "")
     for code in sorted({next(iter(c.expect)) for c in CASES} - {"OK"}):
         assert code in counts, f"the summary's count line does not name {code}: {counts!r}"
+
+
+def test_release_judges_with_relative_cache_dir(pytester: pytest.Pytester) -> None:
+    """A JSONL candidate has no file of its own; with a relative --cudal1-cache-dir its cached copy must still be found.
+
+    (Seen: the worker, started in the build folder, was handed ``cache/sources/<sha>.py`` relative to the
+    pytest process's folder, and every release record became IMPORT_ERROR.)
+    """
+    rec = next(r for r in RECORDS if r["expect"] == "OK" and "import triton" not in r["custom_code"])
+    (pytester.path / "one.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    pytester.runpytest_subprocess("--cudal1-candidates=one.jsonl", *BASE_OPTIONS, "--cudal1-cache-dir=cache")
+    records = read_ledger(pytester.path / "ledger.jsonl")
+    assert len(records) == 1, f"expected one record, got {len(records)}"
+    assert verdict_of(records[0])[0] == "OK", explain(records[0], "OK")

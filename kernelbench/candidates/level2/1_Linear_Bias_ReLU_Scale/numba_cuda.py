@@ -24,7 +24,7 @@ def _elementwise_blocks(n):
 
 def _launch(kernel, blocks, threads, out, *args):
     """Run kernel(*args, out) on torch tensors: zero-copy on torch's stream on CUDA, via host copies under the simulator."""
-    args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    out, args = out.detach(), [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
     if out.is_cuda:
         stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
         views = [cuda.as_cuda_array(a) if isinstance(a, torch.Tensor) else a for a in args]

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU runs behind benchmarks/results/, in phases that fit one device call each:
+#   bash benchmarks/gpu_session.sh PHASE [PHASE ...]
+# PHASE: tests (GPU-marked tests), bundled (the bundled set), kernelbench (level-1 candidates and the
+# references), cheats (the red-team release), timing (benchmarks/timing_quality.py).
+# Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
+# for Numba, a numpy wheel the image's numba accepts in .whl/. Writes everything under $OUT.
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-$(mktemp -d)}
+stage=$(mktemp -d)/gpu
+mkdir -p "$stage"
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$stage/install.log" 2>&1 \
+    || export PYTEST_ADDOPTS="-p pytest_cudal1.plugin" PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv >"$stage/nvidia-smi.csv"
+common=(-p no:cacheprovider -q --cudal1-cache-dir=/tmp/cudal1-cache)
+
+for phase in "$@"; do
+    start=$(date +%s)
+    case "$phase" in
+        tests)
+            python3 -m pytest tests -m gpu -q -p no:cacheprovider -rs >"$stage/tests-gpu.log" 2>&1 ;;
+        bundled)
+            python3 -m pytest --cudal1 "${common[@]}" --cudal1-ledger="$stage/bundled-ledger.jsonl" \
+                --cudal1-html="$stage/bundled-report.html" --benchmark-json="$stage/bundled-benchmark.json" \
+                >"$stage/bundled.log" 2>&1 ;;
+        kernelbench)
+            python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl \
+                --cudal1-candidates=benchmarks/candidates/kernelbench_l1 --cudal1-trials=3 --cudal1-time-budget=4 \
+                --cudal1-ledger="$stage/kernelbench-ledger.jsonl" --cudal1-html="$stage/kernelbench-report.html" \
+                >"$stage/kernelbench.log" 2>&1
+            python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl --cudal1-trials=3 --cudal1-time-budget=4 \
+                --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >"$stage/kernelbench-references.log" 2>&1 ;;
+        cheats)
+            python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \
+                --cudal1-ledger="$stage/release-ledger.jsonl" >"$stage/release.log" 2>&1 ;;
+        timing)
+            python3 benchmarks/timing_quality.py --tasks .device/kb_l1.jsonl --out "$stage/timing-quality.json" \
+                >"$stage/timing-quality.log" 2>&1 ;;
+        *) echo "unknown phase $phase" ;;
+    esac
+    echo "phase $phase: rc=$? in $(( $(date +%s) - start )) s" | tee -a "$stage/phases.log"
+    tail -n 25 "$stage"/*"${phase}"*.log 2>/dev/null | tail -n 30
+done
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv >>"$stage/nvidia-smi.csv"
+tar -C "$(dirname "$stage")" -czf "$OUT/gpu-results.tar.gz" gpu
+cp "$stage/phases.log" "$OUT/" 2>/dev/null

@@ -1,0 +1,96 @@
+"""C++ (load_inline) candidates build once per source hash and are reused by later runs.
+
+The one test module that compiles (about 30 s); it shares the session cache
+directory so a build is paid once. Deselect with ``-m "not slow"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudal1_helpers import FAST, read_ledger, run_pytest, write_candidate, write_task
+
+pytestmark = pytest.mark.slow
+
+CPP_RELU = '''\
+"""ReLU as a C++ loop in a load_inline CPU extension."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_SOURCE = r"""
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto in = x.contiguous();
+    auto out = torch::empty_like(in);
+    const float* src = in.data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    for (int64_t i = 0; i < in.numel(); ++i) dst[i] = src[i] > 0.0f ? src[i] : 0.0f;
+    return out;
+}
+"""
+
+_ext = load_inline(name="cudal1_tests_tiny_relu", cpp_sources=_SOURCE, functions=["relu_forward"],
+                   extra_cflags=["-O1"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.relu_forward(x)
+'''
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory, session_cache: Path) -> dict[str, Any]:
+    where = tmp_path_factory.mktemp("build-cache")
+    tasks, cands = where / "tasks", where / "cands"
+    write_task(tasks, 1, "1_relu")
+    cand = write_candidate(cands, 1, "1_relu", "cpp_relu", CPP_RELU)
+    sha = hashlib.sha256(cand.read_text().encode()).hexdigest()
+    ledger = where / "ledger.jsonl"
+    args = (*FAST, "--cudal1-call-timeout=60", f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}",
+            f"--cudal1-cache-dir={session_cache}", f"--cudal1-ledger={ledger}")
+    build = session_cache / "builds" / sha
+    first = run_pytest(where, *args, timeout=550)
+    stamp = {p: p.stat().st_mtime_ns for p in build.rglob("*") if p.is_file()} if build.exists() else {}
+    second = run_pytest(where, *args, timeout=300)
+    records = read_ledger(ledger)
+    return {"first": first, "second": second, "records": records, "sha": sha, "build": build, "stamp": stamp}
+
+
+def test_first_run_builds_and_leaves_ok_json(two_runs) -> None:
+    first = two_runs["first"]
+    assert first.ret == 0, "\n".join(first.outlines[-40:])
+    rec = two_runs["records"][0]
+    assert rec["backend"] == "cpp" and rec["verdict"]["reason"] == "OK"
+    assert rec["candidate_sha256"] == two_runs["sha"]
+    build = two_runs["build"]
+    assert (build / "ok.json").is_file()
+    assert list((build / "torch_extensions").rglob("*.so")), "the extension was built in the candidate's cache folder"
+    assert rec["compile_s"] > 1.0  # a real C++ compile
+
+
+def test_second_run_reuses_the_build(two_runs) -> None:
+    second = two_runs["second"]
+    assert second.ret == 0, "\n".join(second.outlines[-40:])
+    first_rec, second_rec = two_runs["records"]
+    assert second_rec["verdict"]["reason"] == "OK" and second_rec["candidate_sha256"] == two_runs["sha"]
+    # nothing in the build folder was rewritten: no recompilation, same ok.json
+    build = two_runs["build"]
+    stamp = two_runs["stamp"]
+    assert stamp
+    changed = [p for p, t in stamp.items() if p.exists() and p.stat().st_mtime_ns != t and p.suffix in (".so", ".o", ".json")]
+    assert changed == []
+    # and the second run did not pay for a compile
+    assert second.duration < two_runs["first"].duration - 0.5 * first_rec["compile_s"]
+
+
+@pytest.mark.xfail(strict=True, reason="plugin bug: a cached build reports the original compile time "
+                                       "(builds.py BuildPool._build returns ok.json's 'seconds'; judge.py keeps it "
+                                       "as compile_s for cpp/cuda), and records have no 'cached' flag")
+def test_second_run_reports_the_build_as_cached(two_runs) -> None:
+    first_rec, second_rec = two_runs["records"]
+    assert second_rec["compile_s"] < 0.25 * first_rec["compile_s"]
