@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate
 from pytest_cudal1.compare import compare
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe, recipe_strategy
-from pytest_cudal1.records import JudgedRecord, Verdict
+from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import reward_for
 from pytest_cudal1.static_scan import scan
 from pytest_cudal1.timing import AuditFailure, TimingConfig, measure_pairs
@@ -93,6 +94,7 @@ class Judge:
         self._bandwidth: float | None = None
         self._output_bytes = 0
         self._native_error = 0.0
+        self._digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
 
     def unavailable(self, candidate: Candidate) -> str | None:
         """Why this machine cannot run the candidate's backend, or None."""
@@ -117,18 +119,21 @@ class Judge:
             seed=self.cfg.seed, environment=environment.describe(),
         )
         record.static_findings = scan(candidate.source)
-        self._output_bytes, self._native_error = 0, 0.0
+        self._output_bytes, self._native_error, self._digests = 0, 0.0, {}
         why = self.unavailable(candidate)
         if why:
             record.verdict = Verdict(Reason.BACKEND_UNAVAILABLE, why)
             return record
+        phase = _Phases(record)
         build = self.builds.result(candidate, self.gpu)
+        phase("build_wait")
         record.compile_s = build.seconds
         if build.reason is not Reason.OK:
             record.verdict = Verdict(build.reason, build.message, {"log_tail": build.log_tail})
             return record
         try:
             reference = self.references.get(task)
+            phase("reference_start")
         except WorkerFailure as exc:
             self.references.close()
             reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR
@@ -138,14 +143,14 @@ class Judge:
         worker = WorkerProcess("candidate", self.cfg.workdir / "logs" / f"candidate-{safe}.log",
                                env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)))
         try:
-            record.verdict = self._run(task, candidate, reference, worker, record)
+            record.verdict = self._run(task, candidate, reference, worker, record, phase)
         finally:
             worker.close()
         record.reward = reward_for(record.verdict, record.timing)
         return record
 
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
-             record: JudgedRecord) -> Verdict:
+             record: JudgedRecord, phase: "_Phases") -> Verdict:
         cfg = self.cfg
         try:
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
@@ -155,6 +160,7 @@ class Judge:
             if exc.reason is Reason.TIMEOUT:
                 reason = Reason.COMPILE_TIMEOUT
             return Verdict(reason, exc.message, exc.evidence)
+        phase("candidate_import")
         if record.compile_s is None or candidate.backend not in ("cuda", "cpp"):
             record.compile_s = loaded["import_s"]
         if loaded["flags"]:
@@ -169,8 +175,9 @@ class Judge:
             return Verdict(reason, exc.message, exc.evidence)
         if built["flags"]:
             return _flag_verdict(built["flags"], "in ModelNew.__init__")
-
+        phase("candidate_init")
         bad = self._check_trials(task, reference, worker, record)
+        phase("trials")
         if bad is not None:
             return bad
 
@@ -180,16 +187,27 @@ class Judge:
             base = reference.request("prepare_timing", {"seed": cfg.seed}, cfg.call_timeout)["inputs"]
             worker.request("prepare_timing", {"inputs": base}, cfg.call_timeout)
             rng = random.Random(cfg.seed ^ 0x7177)
-            record.timing = measure_pairs(reference, worker, cfg.timing, rng, self._audit)
+            record.timing = measure_pairs(reference, worker, cfg.timing, rng, self._audit, dict(self._digests))
+            floor = self._floor_ms(base, self._output_bytes)
+            if floor is not None and record.timing.candidate.median_ms < floor:
+                return Verdict(Reason.BELOW_ROOFLINE,
+                               f"candidate took {record.timing.candidate.median_ms:.4g} ms; moving its inputs and "
+                               f"outputs once at {self._bandwidth:.4g} GB/s takes {floor:.4g} ms",
+                               {"floor_ms": floor, "candidate_ms": record.timing.candidate.median_ms,
+                                "bandwidth_gbs": self._bandwidth})
             if record.timing.speedup > cfg.remeasure_above:
-                again = measure_pairs(reference, worker, cfg.timing, rng, self._audit)
-                if abs(again.speedup - record.timing.speedup) > 0.1 * record.timing.speedup:
+                again = measure_pairs(reference, worker, cfg.timing, rng, self._audit, dict(self._digests))
+                if not reproduced(record.timing, again):
                     return Verdict(Reason.SPEEDUP_NOT_REPRODUCED,
-                                   f"speedup {record.timing.speedup:.2f}x, then {again.speedup:.2f}x when re-measured",
-                                   {"first": record.timing.speedup, "second": again.speedup})
+                                   f"speedup {record.timing.speedup:.2f}x {_ci(record.timing)}, then "
+                                   f"{again.speedup:.2f}x {_ci(again)} when re-measured",
+                                   {"first": record.timing.speedup, "second": again.speedup,
+                                    "first_ci": record.timing.speedup_ci, "second_ci": again.speedup_ci})
                 record.timing = again
+            phase("timing")
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
             record.kernels = worker.request("profile", None, cfg.call_timeout)
+            phase("profile")
         except AuditFailure as exc:
             v = exc.verdict
             return Verdict(v.reason, f"pair {exc.pair}: {v.message}", {**v.evidence, "pair": exc.pair})
@@ -198,14 +216,21 @@ class Judge:
         if cfg.custom_kernels_only and self.gpu and not custom_kernels(record.kernels):
             return Verdict(Reason.LIBRARY_ONLY, f"only library kernels ran: {', '.join(record.kernels[:6])}",
                            {"kernels": record.kernels})
-        floor = self._floor_ms(base, self._output_bytes)
-        if floor is not None and record.timing.candidate.median_ms < floor:
-            return Verdict(Reason.BELOW_ROOFLINE,
-                           f"candidate took {record.timing.candidate.median_ms:.4g} ms; moving its inputs and outputs "
-                           f"once at {self._bandwidth:.4g} GB/s takes {floor:.4g} ms",
-                           {"floor_ms": floor, "candidate_ms": record.timing.candidate.median_ms,
-                            "bandwidth_gbs": self._bandwidth})
         return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
+
+    def _replayed(self, cand_fp: Any, ref_native: Any) -> str | None:
+        """Did the candidate return the values of an earlier trial whose inputs (and reference) differed?"""
+        from pytest_cudal1.timing import digest_key
+        from pytest_cudal1.workers.guards import fingerprint
+
+        if cand_fp is None:
+            return None
+        ck, rk = digest_key(cand_fp), digest_key(fingerprint(ref_native))
+        earlier = self._digests.get(ck)
+        self._digests[ck] = rk
+        if earlier is not None and earlier != rk:
+            return "returned the values of an earlier trial made on different inputs"
+        return None
 
     def _audit(self, cand: Any, ref: Any) -> Verdict | None:
         """A timed call's whole output against the reference's output for the same inputs."""
@@ -264,6 +289,9 @@ class Judge:
                 flags = [f for f in got["flags"]
                          if not (f["code"] == "OUTPUT_ALIASES_INPUT" and ref["aliases_input"])
                          and not (f["code"] == "INPUT_MUTATED" and ref["mutates_input"])]
+                replayed = self._replayed(got["fingerprint"], ref["native"])
+                if replayed:
+                    flags.insert(0, {"code": "OUTPUT_REPLAY", "detail": replayed})
                 bad = _flag_verdict(flags, f"on {recipe}") if flags else compare(got["outputs"], ref["expected"], ref["native"])
                 if bad is not None and attempt == 1:
                     bad = Verdict(Reason.NONDETERMINISTIC, f"correct once, then on the same inputs: {bad.message}",
@@ -292,6 +320,30 @@ class Judge:
 
 LIBRARY_KERNEL_MARKERS = ("cublas", "cutlass", "cudnn", "gemm", "gemv", "xmma", "at::native", "void at::",
                           "cub::", "triton_poi", "triton_red", "triton_per", "memcpy", "memset", "nchw", "implicit_convolve")
+
+
+class _Phases:
+    """Wall-clock seconds of each judging phase, into ``record.phase_s``: where an item's time goes."""
+
+    def __init__(self, record: JudgedRecord) -> None:
+        self.record = record
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.record.phase_s[name] = round(now - self.last, 3)
+        self.last = now
+
+
+def reproduced(first: PairedTiming, second: PairedTiming) -> bool:
+    """Two measurements agree: within 10% of each other, or with overlapping 95% intervals."""
+    if abs(second.speedup - first.speedup) <= 0.1 * first.speedup:
+        return True
+    return first.speedup_ci[0] <= second.speedup_ci[1] and second.speedup_ci[0] <= first.speedup_ci[1]
+
+
+def _ci(t: PairedTiming) -> str:
+    return f"[{t.speedup_ci[0]:.2f}, {t.speedup_ci[1]:.2f}]"
 
 
 def custom_kernels(kernels: list[str]) -> list[str]:

@@ -126,7 +126,9 @@ class CudaL1Session:
         seed = setting(config, "seed")
         self.seed = int(seed) if seed is not None else secrets.randbelow(2**31)
         cache = setting(config, "cache-dir")
-        self.cache_dir = Path(cache) if cache else Path(config.rootpath) / ".cudal1_cache"
+        # Absolute: workers run in their build folders and must find sources and builds from there.
+        self.cache_dir = (Path(config.invocation_params.dir) / cache).resolve() if cache else \
+            Path(config.rootpath) / ".cudal1_cache"
         self.ledger_path = Path(setting(config, "ledger"))
         if not self.ledger_path.is_absolute():
             self.ledger_path = Path(config.invocation_params.dir) / self.ledger_path

@@ -44,6 +44,8 @@ def scan(source: str) -> list[dict[str, Any]]:
         text = lines[line - 1].strip()[:120] if 0 < line <= len(lines) else ""
         found.setdefault((rule, line), {"rule": rule, "line": line, "text": text})
 
+    imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -64,8 +66,8 @@ def scan(source: str) -> list[dict[str, Any]]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 root = _root_name(t)
-                if isinstance(t, ast.Attribute) and root in ("torch", "time", "os", "sys", "builtins", "np", "numpy"):
-                    add("MONKEYPATCH" if root != "torch" or "backends" not in ast.unparse(t) else "GLOBAL_STATE", node)
+                if isinstance(t, ast.Attribute) and root in imported:  # assigning into an imported module
+                    add("GLOBAL_STATE" if "backends" in ast.unparse(t) else "MONKEYPATCH", node)
                 if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ":
                     add("GLOBAL_STATE", node)
         elif isinstance(node, ast.FunctionDef) and node.name == "__torch_function__":

@@ -35,6 +35,10 @@ from pytest_cudal1.workers.process import WorkerProcess
 
 
 MIN_PAIRS = 3
+# A candidate may not hide time outside its reported region: its controller-seen overhead may exceed the
+# reference's (same harness code around the call) by at most this much per sample.
+UNREPORTED_MS = 5.0
+UNREPORTED_SHARE = 0.5
 
 
 @dataclasses.dataclass
@@ -90,15 +94,16 @@ def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rtol: fl
     return True
 
 
-def _key(fp: list[list[float]]) -> tuple[float, ...]:
+def digest_key(fp: list[list[float]]) -> tuple[float, ...]:
+    """A hashable form of one output's digest."""
     return tuple(x for t in fp for x in t)
 
 
 class _CallChecks:
     """Checks over every timed call: worker flags, digests against the reference's, replayed values."""
 
-    def __init__(self) -> None:
-        self.seen: dict[tuple[float, ...], tuple[float, ...]] = {}
+    def __init__(self, seen: dict[tuple[float, ...], tuple[float, ...]]) -> None:
+        self.seen = seen  # candidate digest -> reference digest, starting with the correctness trials
 
     def __call__(self, pair: int, cand: dict[str, Any], ref: dict[str, Any]) -> Verdict | None:
         for f in cand.get("flags", []):
@@ -106,7 +111,7 @@ class _CallChecks:
         if "fingerprints" not in cand:
             return Verdict(Reason.PROTOCOL_VIOLATION, "timed sample without output digests", {"pair": pair})
         for k, (cfp, rfp) in enumerate(zip(cand["fingerprints"], ref["fingerprints"])):
-            ck, rk = _key(cfp), _key(rfp)
+            ck, rk = digest_key(cfp), digest_key(rfp)
             earlier = self.seen.get(ck)
             if earlier is not None and earlier != rk and not fingerprints_match(cfp, rfp):
                 return Verdict(Reason.OUTPUT_REPLAY, f"timed call {k} of pair {pair} returned the values of an earlier "
@@ -128,14 +133,20 @@ def measure_pairs(
     cfg: TimingConfig,
     rng: random.Random,
     audit: Callable[[Any, Any], Verdict | None],
+    seen_digests: dict[tuple[float, ...], tuple[float, ...]] | None = None,
 ) -> PairedTiming:
-    """Time reference and candidate in interleaved pairs; ``audit(cand_out, ref_out)`` compares whole outputs."""
+    """Time reference and candidate in interleaved pairs; ``audit(cand_out, ref_out)`` compares whole outputs.
+
+    ``seen_digests`` (candidate digest -> reference digest from the correctness trials) lets a timed call
+    that replays a trial's output be named OUTPUT_REPLAY.
+    """
     def timed(worker: WorkerProcess, seed: int, calls: int) -> tuple[dict[str, Any], float]:
         t0 = time.perf_counter()
         sample = worker.request("time", {"seed": seed, "calls": calls}, cfg.call_timeout * calls)
         return sample, (time.perf_counter() - t0) * 1e3
 
-    checks = _CallChecks()
+    checks = _CallChecks(seen_digests if seen_digests is not None else {})
+    overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
     warm_ref = []
     for _ in range(cfg.warmup):
         seed = rng.getrandbits(31)
@@ -164,6 +175,7 @@ def measure_pairs(
                 raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, f"{worker.role} reported {sample['host_ms']:.4g} ms "
                                            f"per call, longer than the controller's {wall_ms / calls:.4g} ms"), pair)
             samples[worker.role] = sample
+            overheads[worker.role].append(wall_ms - float(sample["host_ms"]) * calls)
             (ref_ms if worker is reference else cand_ms).append(ms)
         states.append(environment.gpu_state())
         bad = checks(pair, samples["candidate"], samples["reference"])
@@ -185,6 +197,14 @@ def measure_pairs(
                 raise AuditFailure(bad, pair)
         if last:
             break
+    unreported = statistics.median(overheads["candidate"]) - statistics.median(overheads["reference"])
+    wall_per_sample = statistics.median(cand_ms) * calls + statistics.median(overheads["candidate"])
+    if unreported > max(UNREPORTED_MS, UNREPORTED_SHARE * wall_per_sample):
+        raise AuditFailure(Verdict(
+            Reason.TIMER_MISMATCH,
+            f"the controller's clock saw {unreported:.3g} ms more per sample around the candidate than its reported "
+            f"time explains (reference's harness overhead as the yardstick)",
+            {"unreported_ms": unreported, "candidate_reported_ms": statistics.median(cand_ms)}), len(ratios) - 1)
     if math.isnan(ci[0]):
         ci = bootstrap_median_ci(ratios, rng)
     method = ("cuda events, L2 flushed, device-wide sync" if clock == "cuda_event" else "host perf_counter")

@@ -114,6 +114,22 @@ def test_concurrent_appends_never_interleave(tmp_path: Path) -> None:
 
 # ---------------------------------------------------- killed and repeated runs ---
 
+def processes_under(folder: Path) -> list[int]:
+    """Live processes (not zombies) whose working directory is inside ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and cwd.is_relative_to(folder):
+            found.append(int(entry.name))
+    return found
+
+
 def test_killed_run_keeps_complete_lines_and_rerun_appends(tmp_path: Path) -> None:
     tasks, cands = tmp_path / "tasks", tmp_path / "cands"
     write_task(tasks, 1, "1_relu")
@@ -141,6 +157,14 @@ def test_killed_run_keeps_complete_lines_and_rerun_appends(tmp_path: Path) -> No
             proc.kill()
         proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
+    # its workers notice the controller is gone (their pipes close) and exit on their own
+    deadline = time.monotonic() + 30
+    while processes_under(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = processes_under(tmp_path)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "worker processes outlived their killed controller"
 
     data = path.read_bytes()
     assert data.endswith(b"\n")

@@ -9,9 +9,9 @@ from that run's ledger (``verdict.reason``) and its failure text from the output
 from __future__ import annotations
 
 import hashlib
+import json
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,6 +25,7 @@ COMPILE_TIMEOUT = 15
 # more specific code of the anti-cheat checks, when the harness has them.
 EXPECTED: dict[str, tuple[str, ...]] = {
     f"{TASK}::ok": ("OK",),
+    f"{TASK}::noisy": ("OK",),
     f"{TASK}::wrong": ("WRONG_OUTPUT",),
     f"{TASK}::shape": ("SHAPE_MISMATCH",),
     f"{TASK}::dtype": ("DTYPE_MISMATCH",),
@@ -59,11 +60,14 @@ KNOWN_BUGS = {
 }
 # Correct candidates judged right after one that killed or hung its worker.
 AFTER = {"crash_segv_z_ok": "crash_segv", "exit_os_z_ok": "exit_os", "timeout_z_ok": "timeout"}
-PASSING = [f"{TASK}::ok"] + [f"{TASK}::{n}" for n in AFTER]
+PASSING = [f"{TASK}::ok", f"{TASK}::noisy"] + [f"{TASK}::{n}" for n in AFTER]
 
 
 class Run:
-    def __init__(self, result: pytest.RunResult, records: list[dict[str, Any]]) -> None:
+    def __init__(self, result: pytest.RunResult, where: Path) -> None:
+        self.where = where
+        self.ledger_text = (where / "cudal1-ledger.jsonl").read_text()
+        records = read_ledger(where / "cudal1-ledger.jsonl")
         self.result = result
         self.records = records
         self.by_id = by_candidate(records)
@@ -76,10 +80,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     result = run_pytest(
         where, *FAST, f"--cudal1-call-timeout={CALL_TIMEOUT}", f"--cudal1-compile-timeout={COMPILE_TIMEOUT}",
         f"--cudal1-tasks={FIXTURE_TASKS}", f"--cudal1-candidates={FIXTURE_CANDIDATES}",
-        f"--cudal1-cache-dir={where / 'cache'}", "-rs", "-p", "no:randomly",
+        f"--cudal1-cache-dir={where / 'cache'}", "-rs", "-p", "no:randomly", "--durations=0",
         timeout=500,
     )
-    return Run(result, read_ledger(where / "cudal1-ledger.jsonl"))
+    return Run(result, where)
 
 
 def params():
@@ -129,7 +133,7 @@ def test_records_describe_the_pair(run: Run) -> None:
     t = rec["timing"]
     assert t["reference"]["median_ms"] > 0 and t["candidate"]["median_ms"] > 0
     lo, hi = t["speedup_ci"]
-    assert lo <= t["speedup"] <= hi
+    assert 0 < lo <= hi and t["speedup"] > 0
     assert rec["speedup"] == t["speedup"]
 
 
@@ -181,6 +185,42 @@ def test_next_item_passes_after_a_crash_exit_or_hang(run: Run) -> None:
         assert reason(run.by_id[f"{TASK}::{survivor}"]) == "OK", run.by_id[f"{TASK}::{survivor}"]["verdict"]
 
 
-def test_hung_worker_was_killed_promptly(run: Run) -> None:
-    # the timeout candidate sleeps 120 s; its item must end near the call timeout, not after the sleep
-    assert run.result.duration < 300
+def item_seconds(run: Run, item_id: str) -> float:
+    """The item's call duration from ``--durations=0``."""
+    for line in run.result.outlines:
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == "call" and parts[2] == item_id and parts[0].endswith("s"):
+            return float(parts[0][:-1])
+    raise AssertionError(f"no duration for {item_id}")
+
+
+@pytest.mark.parametrize("item_id", [f"{TASK}::timeout", f"{TASK}::compile_timeout"])
+def test_hung_worker_was_killed_promptly(run: Run, item_id: str) -> None:
+    # both candidates sleep 120 s; their items end near the timeout, not after the sleep
+    assert item_seconds(run, item_id) < 90
+
+
+def test_candidate_output_goes_to_its_log_not_the_channel(run: Run) -> None:
+    logs = list((run.where / "cache" / "logs").glob("candidate-*noisy*.log"))
+    assert len(logs) == 1
+    text = logs[0].read_text(errors="replace")
+    assert "NOISY-IMPORT-STDOUT" in text and "NOISY-IMPORT-STDERR" in text and "NOISY-FORWARD" in text
+    assert "NOISY" not in run.text  # nothing reaches pytest's own output either
+
+
+def test_reference_logs_are_kept_per_task(run: Run) -> None:
+    names = {p.name for p in (run.where / "cache" / "logs").glob("reference-*.log")}
+    assert {"reference-L1_1_tiny_relu.log", "reference-L1_2_bad_init.log", "reference-L1_3_bad_inputs.log"} <= names
+    # the reference's own traceback is evidence of a bad task
+    assert "this task's Model is broken" in run.by_id["L1/2_bad_init::ok"]["verdict"]["evidence"]["traceback"]
+
+
+@pytest.mark.xfail(strict=True, reason="plugin bug: ledger.append uses json.dumps with allow_nan=True, so evidence "
+                                       "holding NaN/Inf (e.g. NONFINITE_MISMATCH's 'got') is written as the "
+                                       "non-JSON tokens NaN/Infinity")
+def test_ledger_is_strict_json(run: Run) -> None:
+    def refuse(token: str) -> None:
+        raise ValueError(f"non-JSON token {token}")
+
+    for line in run.ledger_text.splitlines():
+        json.loads(line, parse_constant=refuse)

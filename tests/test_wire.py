@@ -70,6 +70,10 @@ def recv_raw(data: bytes, timeout: float = 5) -> tuple[str, Any]:
             os.close(w)
 
 
+def raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
 def sample(dtype: torch.dtype, shape: tuple[int, ...] = (3, 5)) -> torch.Tensor:
     g = torch.Generator().manual_seed(7)
     if dtype.is_complex:
@@ -94,8 +98,7 @@ def test_tensor_roundtrip_is_bit_exact(pipe, dtype: torch.dtype) -> None:
     assert type(got) is torch.Tensor
     assert got.dtype == dtype and got.shape == t.shape
     # bitwise: NaN payloads and -0.0 included
-    assert torch.equal(got.view(torch.uint8) if dtype.itemsize == 1 else got.reshape(-1).view(torch.uint8),
-                       t.reshape(-1).view(torch.uint8) if dtype.itemsize > 1 else t.view(torch.uint8))
+    assert torch.equal(raw_bytes(got), raw_bytes(t))
     assert got.wire_device == "cpu"
 
 
@@ -208,8 +211,7 @@ def test_frame_cut_short_is_channel_closed() -> None:
     pytest.param(raw_frame(["kind", "body"]), id="header-not-object"),
     pytest.param(raw_frame({"body": 1, "nbuf": 0}), id="no-kind"),
     pytest.param(raw_frame({"kind": "ok", "body": 1, "nbuf": "many"}), id="nbuf-not-int"),
-    pytest.param(raw_frame({"kind": "ok", "body": 1, "nbuf": 1}, [])[:-0 or None] + struct.pack("<Q", 2**63),
-                 id="buffer-too-long"),
+    pytest.param(raw_frame({"kind": "ok", "body": 1, "nbuf": 1}) + struct.pack("<Q", 2**63), id="buffer-too-long"),
     pytest.param(raw_frame({"kind": "ok", "body": {"evil": 1, "x": 2, "y": 3}, "nbuf": 0}), id="node-3-keys"),
     pytest.param(raw_frame({"kind": "ok", "body": {"__reduce__": "os.system"}, "nbuf": 0}), id="unknown-node"),
     pytest.param(raw_frame({"kind": "ok", "nbuf": 1,

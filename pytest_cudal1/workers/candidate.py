@@ -78,8 +78,13 @@ class CandidateWorker:
         g = guards.Guarded(runtime.to_device(list(body["inputs"]), self.device))
         guards.poison(list(body.get("poison", [])), self.device)
         threads, children = guards.python_threads(), guards.child_pids()
+        cpu = not self.device.startswith("cuda")
+        guards.perturb_malloc(cpu)
         t0 = time.perf_counter()
-        out = self._call(g.inputs)
+        try:
+            out = self._call(g.inputs)
+        finally:
+            guards.perturb_malloc(False)
         flags = []
         lazy = guards.lazy_outputs(out)
         snap = None if lazy else guards.snapshot(out)
@@ -90,10 +95,13 @@ class CandidateWorker:
             flags.append(flag("LAZY_OUTPUT", lazy))
         elif left:
             flags.append(flag("DEFERRED_WORK", left))
-        elif not guards.same_values(snap, out):
+        elif not guards.settled(snap, out, threads):
             code = "STREAM_ESCAPE" if self.device.startswith("cuda") else "DEFERRED_WORK"
             flags.append(flag(code, "the output read right after return differs from the output after a device-wide sync"))
         if not lazy:
+            if self.last_output is not None and guards.storage_ptrs(out) & guards.storage_ptrs(self.last_output):
+                flags.append(flag("OUTPUT_REPLAY", "the output buffer of an earlier call was returned again"))
+            self.last_output = out
             if guards.aliases(out, g.inputs):
                 flags.append(flag("OUTPUT_ALIASES_INPUT", "an output shares storage with an input"))
             for code, why in (("INPUT_MUTATED", g.mutated()), ("OUT_OF_BOUNDS_WRITE", g.overrun())):
@@ -103,7 +111,8 @@ class CandidateWorker:
             if poisoned:
                 flags.append(flag("UNINITIALIZED_OUTPUT", f"{poisoned} output words still hold the poison pattern"))
         flags += self.state_flags()
-        return {"outputs": out, "call_ms": call_ms, "flags": flags}
+        return {"outputs": None if lazy else out, "call_ms": call_ms, "flags": flags,
+                "fingerprint": None if lazy else guards.fingerprint(out)}
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
         self.timing_base = runtime.to_device(list(body["inputs"]), self.device)

@@ -10,6 +10,7 @@ Everything here is bound at import, before the candidate module is loaded, and
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -17,6 +18,11 @@ from typing import Any, Iterator
 import torch
 
 POISON_WORD = 0x7FA5A5A5  # a float32 signalling NaN with a payload no arithmetic produces
+QUIET_BIT = 0x00400000
+M_PERTURB = -6
+MALLOC_PERTURB_BYTE = 0x5A  # glibc fills fresh allocations with its complement, 0xA5
+MALLOC_FRESH_WORD = -0x5A5A5A5B  # 0xA5A5A5A5 as a signed int32
+POISON_COPIES = 4
 GUARD_BYTES = 4096
 GUARD_BYTE = 0xA5
 
@@ -111,17 +117,42 @@ def poison(nbytes: list[int], device: str) -> None:
     blocks = []
     for n in nbytes:
         words = max(1, (n + 3) // 4)
-        blocks.append(torch.full((words,), POISON_WORD, dtype=torch.int32, device=device))
+        for _ in range(POISON_COPIES):  # several freed blocks per size: a stray allocation cannot take them all
+            blocks.append(torch.full((words,), POISON_WORD, dtype=torch.int32, device=device))
     del blocks
 
 
 def poisoned_words(out: Any) -> int:
+    """Output words still holding a poison pattern (the quiet bit of the NaN masked: arithmetic sets it)."""
     count = 0
     for t in tensors(out):
         raw = _bytes(t)
         if raw.numel() >= 4:
-            count += int((raw[: raw.numel() // 4 * 4].view(torch.int32) == POISON_WORD).sum())
+            words = raw[: raw.numel() // 4 * 4].view(torch.int32)
+            count += int(((words & ~QUIET_BIT) == POISON_WORD).sum() + (words == MALLOC_FRESH_WORD).sum())
     return count
+
+
+_libc: Any = None
+
+
+def perturb_malloc(on: bool) -> None:
+    """glibc's M_PERTURB: fresh host allocations read as 0xA5 bytes while on (CPU correctness trials only).
+
+    The CPU allocator gives no guarantee that a freed, poisoned block comes back, so on the CPU every
+    fresh ``malloc`` is filled instead; timing runs with it off.
+    """
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        try:
+            _libc = ctypes.CDLL(None)
+            _libc.mallopt  # noqa: B018 - absent outside glibc
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.mallopt(M_PERTURB, MALLOC_PERTURB_BYTE if on else 0)
 
 
 class Guarded:
@@ -175,16 +206,40 @@ def child_pids() -> set[int]:
     return pids
 
 
+IDLE_WAIT_FILES = ("threading.py", "queue.py", os.path.join("concurrent", "futures", "thread.py"))
+GRACE_S = 0.1
+
+
+def _busy(ident: int) -> bool:
+    """Is a thread doing something other than waiting in the standard library (an idle pool worker)?"""
+    frame = sys._current_frames().get(ident)
+    return frame is not None and not frame.f_code.co_filename.endswith(IDLE_WAIT_FILES)
+
+
 def leftovers(threads_before: set[int], children_before: set[int]) -> str | None:
-    """Threads or child processes started during the call and still alive after it returned."""
+    """Busy threads or child processes started during the call and still alive after it returned.
+
+    Pool threads started by the call that sit waiting for work are idle, not deferred work.
+    """
     time.sleep(0)  # let a thread that is about to finish do so
-    threads = python_threads() - threads_before
+    busy = [t for t in python_threads() - threads_before if _busy(t)]
     children = child_pids() - children_before
-    if threads:
-        return f"{len(threads)} thread(s) started by forward still running after it returned"
+    if busy:
+        return f"{len(busy)} thread(s) started by forward still running after it returned"
     if children:
         return f"{len(children)} child process(es) started by forward still running after it returned"
     return None
+
+
+def settled(snap: list[torch.Tensor], out: Any, threads_before: set[int]) -> bool:
+    """Does the output still equal its after-return copy? While threads the call started live, watch a while."""
+    deadline = time.monotonic() + (GRACE_S if python_threads() - threads_before else 0.0)
+    while True:
+        if not same_values(snap, out):
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.005)
 
 
 # ------------------------------------------------- process-wide state ---
@@ -294,11 +349,19 @@ def _watched() -> dict[str, Any]:
         if name.startswith("pytest_cudal1") and mod is not None:
             for attr, val in vars(mod).items():
                 if callable(val) and getattr(val, "__module__", None) == name:
-                    objs[f"{name}.{attr}"] = val
-                    code = getattr(val, "__code__", None)
-                    if code is not None:
-                        objs[f"{name}.{attr}.__code__"] = code
+                    _watch(objs, f"{name}.{attr}", val)
+                    if isinstance(val, type):  # harness classes: their methods too
+                        for meth, fn in vars(val).items():
+                            if callable(fn) or isinstance(fn, (staticmethod, classmethod)):
+                                _watch(objs, f"{name}.{attr}.{meth}", fn)
     return objs
+
+
+def _watch(objs: dict[str, Any], key: str, val: Any) -> None:
+    objs[key] = val
+    code = getattr(val, "__code__", None)
+    if code is not None:
+        objs[f"{key}.__code__"] = code
 
 
 class TamperWatch:

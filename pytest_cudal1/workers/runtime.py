@@ -75,10 +75,9 @@ def serve(handlers: dict[str, Handler]) -> None:
             return
         try:
             result = handlers[kind](body)
+            channel.send("ok", result)  # encoding can fail too (e.g. a meta tensor): report it, stay alive
         except BaseException as exc:  # noqa: BLE001 - every failure is reported, incl. SystemExit
             channel.send("error", describe(exc))
-        else:
-            channel.send("ok", result)
 
 
 # ------------------------------------------------------------------ timing ---

@@ -10,11 +10,13 @@ seen without this module knowing them.
 Many candidates share one run because every worker imports torch (~1.5 s on
 the CPU); the groups themselves run concurrently (``conftest.py``), as many at
 a time as ``CUDAL1_CHEATS_JOBS`` says (default: the CPU count, at most 4).
+Under pytest-xdist each group still runs once (``run_group_shared``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
@@ -152,6 +154,29 @@ def run_group(group: Group, workdir: Path) -> GroupResult:
     seconds = time.monotonic() - t0
     (workdir / "pytest-output.txt").write_text(" ".join(cmd) + "\n\n" + out)
     return GroupResult(group, code, out, read_ledger(workdir / "ledger.jsonl"), seconds, workdir)
+
+
+def run_group_shared(group: Group, root: Path) -> GroupResult:
+    """``run_group`` once per ``root``: under pytest-xdist every worker asks, the first one runs it.
+
+    The result is kept in ``root/judge-<name>/result.json`` behind a file lock, so
+    workers sharing ``root`` (the parent of their base temp folders) wait for the
+    one run instead of judging the same candidates again.
+    """
+    gdir = root / f"judge-{group.name}"
+    gdir.mkdir(parents=True, exist_ok=True)
+    done = gdir / "result.json"
+    with open(gdir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            data = json.loads(done.read_text(encoding="utf-8"))
+            return GroupResult(group, data["returncode"], data["output"], data["records"], data["seconds"],
+                               Path(data["workdir"]))
+        result = run_group(group, gdir / "run")
+        done.write_text(json.dumps({"returncode": result.returncode, "output": result.output,
+                                    "records": result.records, "seconds": result.seconds,
+                                    "workdir": str(result.workdir)}), encoding="utf-8")
+        return result
 
 
 def read_ledger(path: Path) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .cheatkit import Group, GroupResult, run_group, verdict_of
+from .cheatkit import Group, GroupResult, run_group_shared, verdict_of
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -58,8 +58,9 @@ class Runs:
                 self.cuda = _cuda()
             if not self.cuda:
                 return
-        workdir = self.tmp_factory.mktemp(f"judge-{group.name}", numbered=True)
-        self.futures[group.name] = self.pool.submit(run_group, group, workdir)
+        base = self.tmp_factory.getbasetemp()
+        root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist workers share the parent
+        self.futures[group.name] = self.pool.submit(run_group_shared, group, root)
 
     def get(self, group: Group) -> GroupResult:
         self.groups.setdefault(group.name, group)

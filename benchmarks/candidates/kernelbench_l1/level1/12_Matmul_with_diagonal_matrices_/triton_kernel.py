@@ -29,7 +29,7 @@ class ModelNew(nn.Module):
         A = A.contiguous()
         B = B.contiguous()
         N, M = B.shape
-        C = torch.empty_like(B)
+        C = torch.empty(B.shape, device=B.device, dtype=B.dtype)
         if N and M:
             BR, BC = 8, 1024
             _diag_scale_kernel[(triton.cdiv(M, BC), triton.cdiv(N, BR))](A, B, C, N, M, BLOCK_R=BR, BLOCK_C=BC,

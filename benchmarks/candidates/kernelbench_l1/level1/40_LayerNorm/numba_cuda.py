@@ -24,7 +24,9 @@ def _ln_partial(x, part, chunk):
     tid = cuda.threadIdx.x
     N = x.shape[1]
     beg = p * chunk
-    end = min(N, beg + chunk)
+    end = beg + chunk
+    if end > N:
+        end = N
     s = 0.0
     ss = 0.0
     for i in range(beg + tid, end, _TPB):
@@ -70,7 +72,9 @@ def _ln_finalize(part, stats, N, eps):
         h //= 2
     if tid == 0:
         mean = sh_s[0] / N
-        var = max(sh_ss[0] / N - mean * mean, 0.0)
+        var = sh_ss[0] / N - mean * mean
+        if var < 0.0:
+            var = 0.0
         stats[r, 0] = float32(mean)
         stats[r, 1] = float32(1.0 / math.sqrt(var + eps))
 
@@ -100,7 +104,7 @@ def _layer_norm(x, w, b, eps):
     b = b.detach().contiguous().view(-1)
     N = w.numel()
     R = x.numel() // N
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
     if R == 0:
         return y
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count

@@ -70,7 +70,7 @@ def _layer_norm(x, w, b, eps):
     b = b.contiguous()
     N = w.numel()
     R = x.numel() // N
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
     if R == 0:
         return y
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4

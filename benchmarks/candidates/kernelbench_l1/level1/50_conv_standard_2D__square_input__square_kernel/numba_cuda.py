@@ -6,7 +6,6 @@ the chunk's 16x64 filter slice and its k -> (ci, dy, dx) table in shared memory,
 thread gathers its input value per k once (zero padding by bounds checks) and feeds all 16
 channels with it. Launched on torch's current stream.
 """
-import numpy as np
 import torch
 import torch.nn as nn
 from numba import cuda, float32, int32
@@ -59,7 +58,9 @@ def _conv_kernel(x, w2, ktab, bias, y, OW, sh, sw, ph, pw, has_bias):
                 ks[e, 2] = ktab[k0 + e, 2]
         cuda.syncthreads()
         if valid:
-            kn = min(_KCH, K - k0)
+            kn = K - k0
+            if kn > _KCH:
+                kn = _KCH
             for kk in range(kn):
                 iy = iy0 + ks[kk, 1]
                 ix = ix0 + ks[kk, 2]

@@ -7,7 +7,6 @@ fixed-order reduction kernel when the output has too few tiles.
 Tensors are exchanged with torch via __cuda_array_interface__ and the kernels are launched
 on torch's current stream.
 """
-import numpy as np
 import torch
 import torch.nn as nn
 from numba import cuda, float32
@@ -28,7 +27,9 @@ def _mm_kernel(A, B, C, M, N, K, kchunk, triu):
     n0 = cuda.blockIdx.x * _T
     z = cuda.blockIdx.z
     kbeg = z * kchunk
-    kend = min(K, kbeg + kchunk)
+    kend = kbeg + kchunk
+    if kend > K:
+        kend = K
     if triu != 0 and m0 > n0 + _T - 1:
         kend = kbeg
     acc = cuda.local.array(shape=(4, 4), dtype=float32)
@@ -38,8 +39,8 @@ def _mm_kernel(A, B, C, M, N, K, kchunk, triu):
         for j in range(4):
             acc[i, j] = float32(0.0)
     for kt in range(kbeg, kend, _BK):
-        for l in range(4):
-            e = tid + l * 256
+        for q in range(4):
+            e = tid + q * 256
             r = e // _BK
             kk = e % _BK
             gr = m0 + r

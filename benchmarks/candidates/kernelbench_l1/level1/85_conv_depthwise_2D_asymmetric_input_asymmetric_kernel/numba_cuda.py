@@ -6,7 +6,6 @@ in shared memory, then each thread accumulates its output over the KH*KW taps in
 Any stride/padding/dilation (the static tile buffer bounds the receptive field); launched on
 torch's current stream.
 """
-import numpy as np
 import torch
 import torch.nn as nn
 from numba import cuda, float32

@@ -25,7 +25,9 @@ def _gelu_kernel(x, y):
     n = x.shape[0]
     while i < n:
         v = x[i]
-        t = min(v * (_C0 + _C1 * v * v), _TMAX)
+        t = v * (_C0 + _C1 * v * v)
+        if t > _TMAX:
+            t = _TMAX
         y[i] = v / (_ONE + math.exp(t))
         i += stride
 
@@ -41,7 +43,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.detach().contiguous()
-        y = torch.empty_like(x)
+        y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
         n = x.numel()
         if n:
             sms = torch.cuda.get_device_properties(x.device).multi_processor_count

@@ -28,7 +28,7 @@ def _ce_rows_kernel(x, t, loss, ignore_index):
     s = _ZERO
     for i in range(tid, C, _TPB):
         v = x[row, i]
-        mn = max(m, v)
+        mn = v if v > m else m
         s = s * math.exp(m - mn) + math.exp(v - mn)
         m = mn
     sm[tid] = m
@@ -39,7 +39,7 @@ def _ce_rows_kernel(x, t, loss, ignore_index):
         if tid < h:
             m1 = sm[tid]
             m2 = sm[tid + h]
-            mn = max(m1, m2)
+            mn = m2 if m2 > m1 else m1
             if mn != _NEG_INF:
                 ss[tid] = ss[tid] * math.exp(m1 - mn) + ss[tid + h] * math.exp(m2 - mn)
                 sm[tid] = mn

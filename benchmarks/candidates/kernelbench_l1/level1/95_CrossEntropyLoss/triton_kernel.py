@@ -41,10 +41,10 @@ def _ce_mean_kernel(loss_ptr, t_ptr, out_ptr, R, ignore_index, BLOCK: tl.constex
     for r0 in range(0, R, BLOCK):
         rows = r0 + offs
         mask = rows < R
-        l = tl.load(loss_ptr + rows, mask=mask, other=0.0)
+        lv = tl.load(loss_ptr + rows, mask=mask, other=0.0)
         t = tl.load(t_ptr + rows, mask=mask, other=ignore_index)
         ok = mask & (t != ignore_index)
-        acc += tl.where(ok, l.to(tl.float64), 0.0)
+        acc += tl.where(ok, lv.to(tl.float64), 0.0)
         cnt += ok.to(tl.int32)
     total = tl.sum(acc, axis=0)
     n = tl.sum(cnt, axis=0)
