@@ -112,7 +112,7 @@ def precision(workdir: Path) -> list[dict[str, Any]]:
         pair = Pair(task, reference_candidate(task).source, workdir / name)
         medians, states = [], []
         for i in range(10):
-            t = pair.measure(i, budget_s=3.0, min_pairs=20, max_pairs=200)
+            t = pair.measure(i, budget_s=2.0, min_pairs=20, max_pairs=200)
             medians.append(t.candidate.median_ms)
             states.append(t.gpu_state)
         pair.close()
@@ -235,7 +235,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", required=True, help="KernelBench problems.jsonl")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="precision,accuracy,side_stream,overhead,end_to_end",
+                    help="comma-separated sections to run")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     gpu = environment.has_gpu()
     tasks, _ = load_tasks(args.tasks)
     by_name = {t.name: t for t in tasks if t.level == 1}
@@ -248,6 +251,8 @@ def main() -> None:
         ("overhead", lambda: overhead(work)),
         ("end_to_end", lambda: end_to_end(work)),
     ):
+        if name not in only:
+            continue
         t0 = time.perf_counter()
         try:
             result[name] = fn()

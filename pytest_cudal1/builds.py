@@ -100,7 +100,8 @@ class BuildPool:
         marker = d / "ok.json"
         if marker.exists():
             info = json.loads(marker.read_text())
-            return BuildResult(Reason.OK, "cached build", float(info.get("seconds", 0.0)), cached=True)
+            return BuildResult(Reason.OK, f"cached build (compiled in {info.get('seconds', 0.0):.1f} s earlier)",
+                               0.0, cached=True)
         log_path = d / "build.log"
         t0 = time.perf_counter()
         with open(log_path, "wb") as log:

@@ -29,6 +29,8 @@ from pytest_cudal1.timing import AuditFailure, TimingConfig, measure_pairs
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 CPU_ONLY_BACKENDS = ("cpp",)
+VALUE_MISMATCHES = (Reason.WRONG_OUTPUT, Reason.PRECISION_LOSS, Reason.NONFINITE_MISMATCH, Reason.SHAPE_MISMATCH,
+                    Reason.DTYPE_MISMATCH, Reason.DEVICE_MISMATCH, Reason.STRUCTURE_MISMATCH)
 
 
 @dataclasses.dataclass
@@ -161,7 +163,7 @@ class Judge:
                 reason = Reason.COMPILE_TIMEOUT
             return Verdict(reason, exc.message, exc.evidence)
         phase("candidate_import")
-        if record.compile_s is None or candidate.backend not in ("cuda", "cpp"):
+        if not record.compile_s:  # lazily compiling backends, and cached builds: the import is the cost
             record.compile_s = loaded["import_s"]
         if loaded["flags"]:
             return _flag_verdict(loaded["flags"], "at import")
@@ -213,6 +215,10 @@ class Judge:
             return Verdict(v.reason, f"pair {exc.pair}: {v.message}", {**v.evidence, "pair": exc.pair})
         except WorkerFailure as exc:
             return Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence)
+        strays = worker.strays()
+        if strays:
+            return Verdict(Reason.DEFERRED_WORK, f"process(es) {strays[:5]} escaped the worker's process group and "
+                           "were still running after judging (killed)", {"pids": strays})
         if cfg.custom_kernels_only and self.gpu and not custom_kernels(record.kernels):
             return Verdict(Reason.LIBRARY_ONLY, f"only library kernels ran: {', '.join(record.kernels[:6])}",
                            {"kernels": record.kernels})
@@ -226,9 +232,8 @@ class Judge:
         if cand_fp is None:
             return None
         ck, rk = digest_key(cand_fp), digest_key(fingerprint(ref_native))
-        earlier = self._digests.get(ck)
-        self._digests[ck] = rk
-        if earlier is not None and earlier != rk:
+        earlier = self._digests.setdefault(ck, rk)  # keep the first: hypothesis replays a failing trial
+        if earlier != rk:
             return "returned the values of an earlier trial made on different inputs"
         return None
 
@@ -293,7 +298,7 @@ class Judge:
                 if replayed:
                     flags.insert(0, {"code": "OUTPUT_REPLAY", "detail": replayed})
                 bad = _flag_verdict(flags, f"on {recipe}") if flags else compare(got["outputs"], ref["expected"], ref["native"])
-                if bad is not None and attempt == 1:
+                if bad is not None and attempt == 1 and not flags:  # a flag names its own cheat
                     bad = Verdict(Reason.NONDETERMINISTIC, f"correct once, then on the same inputs: {bad.message}",
                                   {**bad.evidence, "first_reason": bad.reason.value})
                 if bad is not None:
@@ -311,8 +316,13 @@ class Judge:
                 self.references.close()
             return Verdict(exc.failure.reason, exc.failure.message, exc.failure.evidence)
         except Flaky as exc:
+            # A stateful cheat (e.g. a pointer-keyed cache) fails once and passes on hypothesis' replay:
+            # the first failure, if a check named it, is the verdict; a value mismatch that vanished is a race.
+            first = next((e.verdict for e in getattr(exc, "exceptions", ()) if isinstance(e, _Mismatch)), None)
+            if first is not None and first.reason not in VALUE_MISMATCHES:
+                return first
             return Verdict(Reason.NONDETERMINISTIC, f"the same recipe failed differently on a re-run: {exc}",
-                           {"detail": str(exc)[:2000]})
+                           {"detail": str(exc)[:2000], "first_failure": first.message if first else None})
         except Unsatisfiable:
             pass  # every drawn family was invalid for this task; the task's own inputs still ran
         return None

@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from pytest_cudal1.records import JudgedRecord
 
 
+def strict(value: Any) -> Any:
+    """NaN and ±Inf (e.g. in mismatch evidence) as strings, so every line is strict JSON for jq and browsers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
 def append(path: Path, record: JudgedRecord) -> None:
-    line = (json.dumps(record.to_json(), sort_keys=True) + "\n").encode()
+    line = (json.dumps(strict(record.to_json()), sort_keys=True, allow_nan=False) + "\n").encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -112,11 +112,10 @@ class _CallChecks:
             return Verdict(Reason.PROTOCOL_VIOLATION, "timed sample without output digests", {"pair": pair})
         for k, (cfp, rfp) in enumerate(zip(cand["fingerprints"], ref["fingerprints"])):
             ck, rk = digest_key(cfp), digest_key(rfp)
-            earlier = self.seen.get(ck)
-            if earlier is not None and earlier != rk and not fingerprints_match(cfp, rfp):
+            earlier = self.seen.setdefault(ck, rk)
+            if earlier != rk and not fingerprints_match(cfp, rfp):
                 return Verdict(Reason.OUTPUT_REPLAY, f"timed call {k} of pair {pair} returned the values of an earlier "
                                "call made on different inputs", {"pair": pair, "call": k})
-            self.seen[ck] = rk
             if not fingerprints_match(cfp, rfp):
                 return Verdict(Reason.WRONG_OUTPUT, f"timed call {k} of pair {pair}: output digest differs from the "
                                f"reference's on the same inputs", {"pair": pair, "call": k, "digest": cfp, "expected": rfp})
@@ -148,10 +147,13 @@ def measure_pairs(
     checks = _CallChecks(seen_digests if seen_digests is not None else {})
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
     warm_ref = []
-    for _ in range(cfg.warmup):
+    for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
         seed = rng.getrandbits(31)
-        warm_ref.append(_sample_ms(timed(reference, seed, 1)[0])[0])
-        timed(candidate, seed, 1)
+        ref_sample = timed(reference, seed, 1)[0]
+        warm_ref.append(_sample_ms(ref_sample)[0])
+        bad = checks(-1, timed(candidate, seed, 1)[0], ref_sample)
+        if bad is not None:
+            raise AuditFailure(bad, -1)
     ref_warm = statistics.median(warm_ref)
     calls = 1 if ref_warm >= cfg.short_ms else min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
 

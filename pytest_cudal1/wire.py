@@ -102,21 +102,28 @@ def decode(tree: Any, buffers: list[bytes]) -> Any:
     if "dict" in tree:
         return {str(k): decode(v, buffers) for k, v in tree["dict"].items()}
     if "dtype" in tree:
-        import torch
-
-        return getattr(torch, str(tree["dtype"]))
+        return _dtype(tree["dtype"])
     if "unsupported" in tree:
         return Unsupported(str(tree["unsupported"]), str(tree.get("why", "")))
     raise ProtocolError(f"unexpected node {str(tree)[:80]!r}")
 
 
+def _dtype(name: Any) -> Any:
+    import torch
+
+    dtype = getattr(torch, str(name), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ProtocolError(f"unknown dtype {name!r}")
+    return dtype
+
+
 def _decode_tensor(meta: dict[str, Any], buffers: list[bytes]) -> Any:
     import torch
 
-    dtype = getattr(torch, str(meta["dtype"]), None)
-    if not isinstance(dtype, torch.dtype):
-        raise ProtocolError(f"unknown dtype {meta['dtype']!r}")
+    dtype = _dtype(meta["dtype"])
     shape = [int(s) for s in meta["shape"]]
+    if any(s < 0 for s in shape):
+        raise ProtocolError(f"negative dimension in shape {shape}")
     raw = buffers[int(meta["buf"])]
     count = 1
     for s in shape:
@@ -171,7 +178,12 @@ class Channel:
             if blen > MAX_BUFFER:
                 raise ProtocolError(f"buffer of {blen} bytes")
             buffers.append(self._read_exact(blen, deadline))
-        return kind, decode(body, buffers)
+        try:
+            return kind, decode(body, buffers)
+        except ProtocolError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+            raise ProtocolError(f"malformed body: {type(exc).__name__}: {exc}") from None
 
     def _read_exact(self, n: int, deadline: float | None) -> bytes:
         chunks = bytearray()

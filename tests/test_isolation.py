@@ -195,9 +195,6 @@ def _alive_escapee(pid: int) -> bool:
     return b"pytest_cudal1.workers.candidate" in cmdline and b"Z" not in Path(f"/proc/{pid}/stat").read_bytes().split(b")")[1][:3]
 
 
-@pytest.mark.xfail(strict=True, reason="plugin bug: workers/process.py kills only the worker's process group; a "
-                                       "candidate that double-forks and calls setsid() leaves a live process after "
-                                       "its pair is judged (and the DEFERRED_WORK child check misses it)")
 def test_no_candidate_process_outlives_its_judging(judge_run, pytester: pytest.Pytester) -> None:
     pidfile = pytester.path / "escaped.pid"
     tasks, cands = pytester.path / "tasks", pytester.path / "cands"

@@ -47,16 +47,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     f"{TASK}::compile_timeout": ("COMPILE_TIMEOUT",),
     "L1/2_bad_init::ok": ("BAD_TASK",),
     "L1/3_bad_inputs::ok": ("REFERENCE_ERROR",),
-    # known plugin bugs (see the xfail reasons)
     f"{TASK}::oom_alloc": ("OUT_OF_MEMORY",),
     f"{TASK}::protocol_bad_buffer": ("PROTOCOL_VIOLATION",),
-}
-KNOWN_BUGS = {
-    f"{TASK}::oom_alloc": "plugin bug: workers/runtime.py classify() maps torch's CPU allocation failure "
-                          "('DefaultCPUAllocator: can't allocate memory') to RUNTIME_ERROR, not OUT_OF_MEMORY",
-    f"{TASK}::protocol_bad_buffer": "plugin bug: a forged reply naming a missing buffer raises IndexError out of "
-                                    "wire.decode/Channel.recv; the item errors with no ledger record instead of "
-                                    "PROTOCOL_VIOLATION",
 }
 # Correct candidates judged right after one that killed or hung its worker.
 AFTER = {"crash_segv_z_ok": "crash_segv", "exit_os_z_ok": "exit_os", "timeout_z_ok": "timeout"}
@@ -86,13 +78,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return Run(result, where)
 
 
-def params():
-    for item_id, codes in EXPECTED.items():
-        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[item_id])] if item_id in KNOWN_BUGS else []
-        yield pytest.param(item_id, codes, id=item_id.split("/", 1)[1], marks=marks)
-
-
-@pytest.mark.parametrize("item_id, codes", params())
+@pytest.mark.parametrize("item_id, codes", [pytest.param(i, c, id=i.split("/", 1)[1]) for i, c in EXPECTED.items()])
 def test_verdict(run: Run, item_id: str, codes: tuple[str, ...]) -> None:
     assert item_id in run.by_id, f"no ledger record for {item_id}\n{run.text[-3000:]}"
     rec = run.by_id[item_id]
@@ -215,9 +201,6 @@ def test_reference_logs_are_kept_per_task(run: Run) -> None:
     assert "this task's Model is broken" in run.by_id["L1/2_bad_init::ok"]["verdict"]["evidence"]["traceback"]
 
 
-@pytest.mark.xfail(strict=True, reason="plugin bug: ledger.append uses json.dumps with allow_nan=True, so evidence "
-                                       "holding NaN/Inf (e.g. NONFINITE_MISMATCH's 'got') is written as the "
-                                       "non-JSON tokens NaN/Infinity")
 def test_ledger_is_strict_json(run: Run) -> None:
     def refuse(token: str) -> None:
         raise ValueError(f"non-JSON token {token}")

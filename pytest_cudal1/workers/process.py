@@ -8,6 +8,7 @@ never to the channel, and the log's tail becomes evidence when it dies.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ ERROR_KIND_REASONS = {
 # Idle OpenMP threads of the worker not being timed would otherwise spin on the
 # cores the timed one needs (seen here: 5 ms instead of 0.02 ms on 2 cores).
 QUIET_CPU = {"OMP_WAIT_POLICY": "PASSIVE"}
+TOKEN_VAR = "CUDAL1_WORKER_TOKEN"
 
 
 class WorkerFailure(Exception):
@@ -51,6 +53,9 @@ class WorkerProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
+        # Inherited by every descendant, even one that leaves the process group: how strays are found.
+        self.token = secrets.token_hex(8)
+        env = {**(env or {}), TOKEN_VAR: self.token}
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", f"pytest_cudal1.workers.{role}", str(to_worker_r), str(from_worker_w)],
@@ -110,8 +115,28 @@ class WorkerProcess:
             return ""
         return data[-limit:].decode("utf-8", "replace")
 
+    def strays(self) -> list[int]:
+        """Descendants that left the worker's process group (double fork + setsid) and still run."""
+        found = []
+        needle = f"{TOKEN_VAR}={self.token}".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == self.proc.pid:
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0") and os.getpgid(int(entry)) != self.proc.pid:
+                        found.append(int(entry))
+            except (OSError, ProcessLookupError):
+                continue
+        return found
+
     def kill(self) -> None:
-        """Kill the worker's whole process group and reap it."""
+        """Kill the worker's whole process group, and any stray that escaped it, and reap the worker."""
+        for pid in self.strays():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

@@ -44,7 +44,7 @@ def classify(exc: BaseException) -> str:
         return "exit"
     if isinstance(exc, SyntaxError):
         return "syntax"
-    if isinstance(exc, MemoryError) or isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text:
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text or "can't allocate memory" in text:
         return "oom"
     if "CUDA error" in text or "illegal memory access" in text or "cudaError" in text or "AcceleratorError" in text:
         return "cuda"
