@@ -57,13 +57,16 @@ def gpu_slug() -> str:
 
 
 def keep_storage_per_gpu(config: pytest.Config) -> None:
-    """Save and compare under ``<machine id>-<gpu>`` so runs on different GPUs never mix."""
-    bs = session(config)
-    storage = getattr(bs, "storage", None)
-    if storage is not None and hasattr(storage, "default_machine_id"):
-        suffix = f"-{gpu_slug()}"
-        if not storage.default_machine_id.endswith(suffix):
-            storage.default_machine_id += suffix
+    """Save and compare under ``<storage>/<gpu>/`` so runs on different GPUs never mix.
+
+    Must run before pytest-benchmark's own ``pytest_configure``, which opens the storage and loads
+    the runs to compare against.
+    """
+    storage = getattr(config.option, "benchmark_storage", None)
+    if isinstance(storage, str) and storage.startswith("file://"):
+        suffix = f"/{gpu_slug()}"
+        if not storage.rstrip("/").endswith(suffix):
+            config.option.benchmark_storage = storage.rstrip("/") + suffix
 
 
 def machine_info() -> dict[str, Any]:

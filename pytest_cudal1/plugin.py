@@ -76,6 +76,7 @@ def enabled(config: pytest.Config) -> bool:
     return bool(config.getoption("cudal1") or setting(config, "tasks") or setting(config, "candidates"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark opens its storage
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cudal1: a judged (task, candidate) pair")
     for level in range(1, 5):
@@ -86,6 +87,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"backend_{backend}: candidate written with {backend}")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped without one")
     if enabled(config):
+        from pytest_cudal1.benchmark_bridge import keep_storage_per_gpu
+
+        keep_storage_per_gpu(config)
         assign_gpu_to_xdist_worker(config)
         config.pluginmanager.register(CudaL1Session(config), "cudal1-session")
 
@@ -226,12 +230,6 @@ class CudaL1Session:
                 from pytest_cudal1.benchmark_bridge import add_record
 
                 add_record(self.config, report.nodeid, value)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from pytest_cudal1.benchmark_bridge import keep_storage_per_gpu
-
-        keep_storage_per_gpu(self.config)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self._judge is not None:
