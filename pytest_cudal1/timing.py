@@ -14,9 +14,12 @@ Short kernels: when the reference's warm-up time is under ``short_ms``, every
 sample runs several calls (each on its own fresh inputs) so that one sample
 lasts about ``short_ms``; the number is chosen from the reference alone.
 
-Outputs of timed calls are audited: after the first pair, the last pair and a
-random share of the others (drawn after the pair ran), both workers' last
-outputs are compared, so a candidate cannot be honest only when checked.
+Outputs of timed calls are checked: every call's digest (numel, sum, sum |x|,
+sum x^2) against the reference's for the same inputs and against earlier calls'
+(a replay); whole outputs after the first pair, the last pair and a random
+share of the others (drawn after the pair ran), so a candidate cannot be
+honest only when checked. The controller's wall clock around each sample
+bounds what a worker may report, on both sides.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from pytest_cudal1 import environment
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import PairedTiming, TimingSummary, Verdict
 from pytest_cudal1.workers.process import WorkerProcess
-
 
 MIN_PAIRS = 3
 # A candidate may not hide time outside its reported region: its controller-seen overhead may exceed the
