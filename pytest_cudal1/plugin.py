@@ -32,11 +32,11 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("time-budget", "float", 10.0, "seconds of paired timing per candidate, at most"),
     ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),
     ("max-pairs", "int", 200, "most timed pairs"),
-    ("target-ci", "float", 0.02, "stop timing once the speedup's 95% interval is within this fraction"),
+    ("target-ci", "float", 0.02, "stop timing once the speedup's 95 percent interval is within this fraction"),
     ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
     ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
     ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
-    ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if the two differ by over 10%"),
+    ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if the two differ by more than a tenth"),
     ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
 ]
 
