@@ -279,7 +279,7 @@ class Judge:
                 raise _Fatal(fatal[0]) from None
             if recipe.family != "task" and _has_nonfinite(ref["expected"]):
                 reject()
-            self._output_bytes = _nbytes(ref["native"])
+            self._output_bytes = sum(_tensor_nbytes(ref["native"]))
             self._native_error = max(self._native_error, _max_abs_diff(ref["native"], ref["expected"]))
             repeats = 2 if recipe.family == "task" else 1  # the task's own inputs run twice: races show
             for attempt in range(repeats):
@@ -368,19 +368,9 @@ def _flag_verdict(flags: list[dict[str, str]], when: str) -> Verdict:
 
 
 def _tensor_nbytes(value: Any) -> list[int]:
-    import torch
+    from pytest_cudal1.workers.guards import tensors
 
-    if isinstance(value, torch.Tensor):
-        return [value.numel() * value.element_size()]
-    if isinstance(value, (list, tuple)):
-        return [n for v in value for n in _tensor_nbytes(v)]
-    if isinstance(value, dict):
-        return [n for v in value.values() for n in _tensor_nbytes(v)]
-    return []
-
-
-def _nbytes(value: Any) -> int:
-    return sum(_tensor_nbytes(value))
+    return [t.numel() * t.element_size() for t in tensors(value)]
 
 
 def _max_abs_diff(a: Any, b: Any) -> float:
@@ -399,10 +389,6 @@ def _max_abs_diff(a: Any, b: Any) -> float:
 def _has_nonfinite(value: Any) -> bool:
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return bool(value.is_floating_point() and not torch.isfinite(value).all())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nonfinite(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_nonfinite(v) for v in value.values())
-    return False
+    from pytest_cudal1.workers.guards import tensors
+
+    return any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors(value))
