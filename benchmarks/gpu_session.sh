@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The GPU runs behind benchmarks/results/, in phases that fit one device call each:
 #   bash benchmarks/gpu_session.sh PHASE [PHASE ...]
-# PHASE: tests (GPU-marked tests), bundled (the bundled set), kernelbench (level-1 candidates and the
-# references), cheats (the red-team release), timing (benchmarks/timing_quality.py).
+# PHASE: tests (GPU-marked tests), bundled (the bundled set), kernelbench (level-1 candidates),
+# kbrefs (the level-1 references judged as candidates), cheats (the red-team release), timing
+# (benchmarks/timing_quality.py). KB_SELECT, a pytest -k expression, picks KernelBench items; TQ_ONLY the
+# timing sections.
+# Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
 # for Numba, a numpy wheel the image's numba accepts in .whl/. Writes everything under $OUT.
 set -u
@@ -19,6 +22,9 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$stag
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv >"$stage/nvidia-smi.csv"
 common=(-p no:cacheprovider -q --cudal1-cache-dir=/tmp/cudal1-cache)
+pack() { tar -C "$(dirname "$stage")" -czf "$OUT/gpu-results.tmp.tar.gz" gpu && mv "$OUT/gpu-results.tmp.tar.gz" "$OUT/gpu-results.tar.gz"; }
+( while sleep 20; do pack; done ) &
+packer=$!
 
 for phase in "$@"; do
     start=$(date +%s)
@@ -30,24 +36,26 @@ for phase in "$@"; do
                 --cudal1-html="$stage/bundled-report.html" --benchmark-json="$stage/bundled-benchmark.json" \
                 >"$stage/bundled.log" 2>&1 ;;
         kernelbench)
-            python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl \
-                --cudal1-candidates=benchmarks/candidates/kernelbench_l1 --cudal1-trials=3 --cudal1-time-budget=4 \
-                --cudal1-ledger="$stage/kernelbench-ledger.jsonl" --cudal1-html="$stage/kernelbench-report.html" \
-                >"$stage/kernelbench.log" 2>&1
-            python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl --cudal1-trials=3 --cudal1-time-budget=4 \
-                --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >"$stage/kernelbench-references.log" 2>&1 ;;
+            python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-not torch_fast}" \
+                --cudal1-candidates=benchmarks/candidates/kernelbench_l1 --cudal1-trials=3 --cudal1-time-budget=1.5 \
+                --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >>"$stage/kernelbench.log" 2>&1 ;;
+        kbrefs)
+            python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-L1}" \
+                --cudal1-trials=3 --cudal1-time-budget=2 \
+                --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >"$stage/kbrefs.log" 2>&1 ;;
         cheats)
             python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \
                 --cudal1-ledger="$stage/release-ledger.jsonl" >"$stage/release.log" 2>&1 ;;
         timing)
             python3 benchmarks/timing_quality.py --tasks .device/kb_l1.jsonl --out "$stage/timing-quality.json" \
+                --only "${TQ_ONLY:-precision,accuracy,side_stream,overhead,end_to_end}" \
                 >"$stage/timing-quality.log" 2>&1 ;;
         *) echo "unknown phase $phase" ;;
     esac
     echo "phase $phase: rc=$? in $(( $(date +%s) - start )) s" | tee -a "$stage/phases.log"
     tail -n 25 "$stage"/*"${phase}"*.log 2>/dev/null | tail -n 30
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+        --format=csv,noheader >>"$stage/nvidia-smi.csv"
+    pack
 done
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
-    --format=csv >>"$stage/nvidia-smi.csv"
-tar -C "$(dirname "$stage")" -czf "$OUT/gpu-results.tar.gz" gpu
-cp "$stage/phases.log" "$OUT/" 2>/dev/null
+kill "$packer" 2>/dev/null

@@ -75,6 +75,19 @@ def compare(candidate: Any, expected: Any, native: Any = None, where: str = "out
     return None
 
 
+def max_abs_diff(a: Any, b: Any) -> float:
+    """Largest |a - b| over matching float tensors: the reference's own rounding error in its dtype."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point() and a.shape == b.shape:
+        d = (a.to(torch.float64) - b.to(torch.float64)).abs()
+        d = d[torch.isfinite(d)]
+        return float(d.max()) if d.numel() else 0.0
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return max((max_abs_diff(x, y) for x, y in zip(a, b)), default=0.0)
+    return 0.0
+
+
 def _structure(where: str, expected: Any, candidate: Any) -> Verdict:
     return Verdict(Reason.STRUCTURE_MISMATCH, f"{where}: expected {_kind(expected)}, got {_kind(candidate)}",
                    {"where": where, "expected": _kind(expected), "got": _kind(candidate)})

@@ -19,7 +19,6 @@ from kernelbench.loaders import Task
 from pytest_cudal1 import environment
 from pytest_cudal1.builds import BuildPool
 from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate
-from pytest_cudal1.compare import compare
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe, recipe_strategy
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
@@ -95,7 +94,6 @@ class Judge:
         self.references = ReferencePool(cfg)
         self._bandwidth: float | None = None
         self._output_bytes = 0
-        self._native_error = 0.0
         self._digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
 
     def unavailable(self, candidate: Candidate) -> str | None:
@@ -121,7 +119,7 @@ class Judge:
             seed=self.cfg.seed, environment=environment.describe(),
         )
         record.static_findings = scan(candidate.source)
-        self._output_bytes, self._native_error, self._digests = 0, 0.0, {}
+        self._output_bytes, self._digests = 0, {}
         why = self.unavailable(candidate)
         if why:
             record.verdict = Verdict(Reason.BACKEND_UNAVAILABLE, why)
@@ -186,11 +184,13 @@ class Judge:
         if not self.gpu:
             self.builds.wait_idle()
         try:
-            base = reference.request("prepare_timing", {"seed": cfg.seed}, cfg.call_timeout)["inputs"]
+            input_nbytes = reference.request("prepare_timing", {"seed": cfg.seed}, cfg.call_timeout)["input_nbytes"]
+            base = reference.request("timing_base", None, cfg.call_timeout, raw=True)
             worker.request("prepare_timing", {"inputs": base}, cfg.call_timeout)
             rng = random.Random(cfg.seed ^ 0x7177)
-            record.timing = measure_pairs(reference, worker, cfg.timing, rng, self._audit, dict(self._digests))
-            floor = self._floor_ms(base, self._output_bytes)
+            audit = lambda: self._check(reference, worker, "timed")  # noqa: E731
+            record.timing = measure_pairs(reference, worker, cfg.timing, rng, audit, dict(self._digests))
+            floor = self._floor_ms(input_nbytes + self._output_bytes)
             if floor is not None and record.timing.candidate.median_ms < floor:
                 return Verdict(Reason.BELOW_ROOFLINE,
                                f"candidate took {record.timing.candidate.median_ms:.4g} ms; moving its inputs and "
@@ -198,7 +198,7 @@ class Judge:
                                {"floor_ms": floor, "candidate_ms": record.timing.candidate.median_ms,
                                 "bandwidth_gbs": self._bandwidth})
             if record.timing.speedup > cfg.remeasure_above:
-                again = measure_pairs(reference, worker, cfg.timing, rng, self._audit, dict(self._digests))
+                again = measure_pairs(reference, worker, cfg.timing, rng, audit, dict(self._digests))
                 if not reproduced(record.timing, again):
                     return Verdict(Reason.SPEEDUP_NOT_REPRODUCED,
                                    f"speedup {record.timing.speedup:.2f}x {_ci(record.timing)}, then "
@@ -224,24 +224,34 @@ class Judge:
                            {"kernels": record.kernels})
         return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
 
-    def _replayed(self, cand_fp: Any, ref_native: Any) -> str | None:
+    def _replayed(self, cand_fp: Any, ref_fp: Any) -> str | None:
         """Did the candidate return the values of an earlier trial whose inputs (and reference) differed?"""
         from pytest_cudal1.timing import digest_key
-        from pytest_cudal1.workers.guards import fingerprint
 
         if cand_fp is None:
             return None
-        ck, rk = digest_key(cand_fp), digest_key(fingerprint(ref_native))
+        ck, rk = digest_key(cand_fp), digest_key(ref_fp)
         earlier = self._digests.setdefault(ck, rk)  # keep the first: hypothesis replays a failing trial
         if earlier != rk:
             return "returned the values of an earlier trial made on different inputs"
         return None
 
-    def _audit(self, cand: Any, ref: Any) -> Verdict | None:
-        """A timed call's whole output against the reference's output for the same inputs."""
-        return compare(cand, ref, None, "timed output", extra_slack=self._native_error)
+    def _check(self, reference: WorkerProcess, worker: WorkerProcess, against: str) -> Verdict | None:
+        """The candidate's last outputs, relayed undecoded to the reference worker, compared there.
 
-    def _floor_ms(self, inputs: list[Any], output_bytes: int) -> float | None:
+        The comparison runs on the reference's device, where the float64 reference already is; the
+        controller only forwards bytes. A failure inside the reference while checking is named as such.
+        """
+        outputs = worker.request("output", None, self.cfg.call_timeout, raw=True)
+        try:
+            bad = reference.request("check", {"outputs": outputs, "against": against}, self.cfg.call_timeout * 4)
+        except WorkerFailure as exc:
+            self.references.close()
+            raise WorkerFailure(Reason.REFERENCE_ERROR, f"checking the candidate's output failed in the reference "
+                                f"worker: {exc.message}", exc.evidence) from None
+        return None if bad is None else Verdict(Reason(bad["reason"]), bad["message"], bad["evidence"])
+
+    def _floor_ms(self, moved_bytes: int) -> float | None:
         """Bytes that must move (inputs read once, outputs written once) at peak bandwidth."""
         if self._bandwidth is None:
             self._bandwidth = self.cfg.peak_bandwidth_gbs
@@ -249,8 +259,7 @@ class Judge:
                 self._bandwidth = self.references.worker.request("bandwidth", None, self.cfg.call_timeout)
         if not self._bandwidth:
             return None
-        moved = output_bytes + sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "element_size"))
-        return moved / (self._bandwidth * 1e9) * 1e3
+        return moved_bytes / (self._bandwidth * 1e9) * 1e3
 
     def _check_trials(self, task: Task, reference: WorkerProcess, worker: WorkerProcess,
                       record: JudgedRecord) -> Verdict | None:
@@ -273,19 +282,18 @@ class Judge:
                 raise _Fatal(fatal[0])
             try:
                 ref = reference.request("trial", {"recipe": dataclasses.asdict(recipe)}, cfg.call_timeout * 4)
+                inputs = reference.request("inputs", None, cfg.call_timeout, raw=True)
             except WorkerFailure as exc:
                 fatal.append(WorkerFailure(Reason.REFERENCE_ERROR, f"reference failed on {recipe}: {exc.message}",
                                            exc.evidence))
                 raise _Fatal(fatal[0]) from None
-            if recipe.family != "task" and _has_nonfinite(ref["expected"]):
+            if recipe.family != "task" and ref["nonfinite"]:
                 reject()
-            self._output_bytes = sum(_tensor_nbytes(ref["native"]))
-            self._native_error = max(self._native_error, _max_abs_diff(ref["native"], ref["expected"]))
+            self._output_bytes = sum(ref["output_nbytes"])
             repeats = 2 if recipe.family == "task" else 1  # the task's own inputs run twice: races show
             for attempt in range(repeats):
                 try:
-                    got = worker.request("run", {"inputs": ref["inputs"], "poison": _tensor_nbytes(ref["native"])},
-                                         cfg.call_timeout)
+                    got = worker.request("run", {"inputs": inputs, "poison": ref["output_nbytes"]}, cfg.call_timeout)
                 except WorkerFailure as exc:
                     fatal.append(exc)
                     raise _Fatal(exc) from None
@@ -294,10 +302,14 @@ class Judge:
                 flags = [f for f in got["flags"]
                          if not (f["code"] == "OUTPUT_ALIASES_INPUT" and ref["aliases_input"])
                          and not (f["code"] == "INPUT_MUTATED" and ref["mutates_input"])]
-                replayed = self._replayed(got["fingerprint"], ref["native"])
+                replayed = self._replayed(got["fingerprint"], ref["fingerprint"])
                 if replayed:
                     flags.insert(0, {"code": "OUTPUT_REPLAY", "detail": replayed})
-                bad = _flag_verdict(flags, f"on {recipe}") if flags else compare(got["outputs"], ref["expected"], ref["native"])
+                try:
+                    bad = _flag_verdict(flags, f"on {recipe}") if flags else self._check(reference, worker, "trial")
+                except WorkerFailure as exc:
+                    fatal.append(exc)
+                    raise _Fatal(exc) from None
                 if bad is not None and attempt == 1 and not flags:  # a flag names its own cheat
                     bad = Verdict(Reason.NONDETERMINISTIC, f"correct once, then on the same inputs: {bad.message}",
                                   {**bad.evidence, "first_reason": bad.reason.value})
@@ -365,30 +377,3 @@ def _flag_verdict(flags: list[dict[str, str]], when: str) -> Verdict:
     """The first flag a worker raised becomes the verdict; the others go into the evidence."""
     first = flags[0]
     return Verdict(Reason(first["code"]), f"{first['detail']} ({when})", {"flags": flags})
-
-
-def _tensor_nbytes(value: Any) -> list[int]:
-    from pytest_cudal1.workers.guards import tensors
-
-    return [t.numel() * t.element_size() for t in tensors(value)]
-
-
-def _max_abs_diff(a: Any, b: Any) -> float:
-    """Largest |a - b| over matching float tensors: the reference's own rounding error in its dtype."""
-    import torch
-
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point() and a.shape == b.shape:
-        d = (a.to(torch.float64) - b.to(torch.float64)).abs()
-        d = d[torch.isfinite(d)]
-        return float(d.max()) if d.numel() else 0.0
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return max((_max_abs_diff(x, y) for x, y in zip(a, b)), default=0.0)
-    return 0.0
-
-
-def _has_nonfinite(value: Any) -> bool:
-    import torch
-
-    from pytest_cudal1.workers.guards import tensors
-
-    return any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in tensors(value))

@@ -45,21 +45,35 @@ def recipe_strategy() -> Any:
     )
 
 
-def draw_inputs(get_inputs: Callable[[], Any], recipe: Recipe) -> list[Any]:
-    """Run in the reference worker: the task's inputs, re-drawn per the recipe's family."""
+def draw_inputs(get_inputs: Callable[[], Any], recipe: Recipe | None, device: str) -> list[Any]:
+    """Run in the reference worker: the task's inputs on ``device``, re-drawn per the recipe's family.
+
+    ``get_inputs`` runs under ``torch.device(device)`` so that its factory calls
+    draw straight on the GPU (hundreds of MB per trial would otherwise be drawn
+    on the CPU); a task whose ``get_inputs`` cannot do that is drawn on the CPU
+    and moved. ``recipe`` None: the task's inputs under the current seed.
+    """
     import torch
 
-    torch.manual_seed(recipe.seed)
-    inputs = list(get_inputs())
-    if recipe.family == "task":
+    if recipe is not None:
+        torch.manual_seed(recipe.seed)
+    state = torch.random.get_rng_state()
+    try:
+        with torch.device(device):
+            inputs = list(get_inputs())
+    except Exception:  # noqa: BLE001 - e.g. numpy inside get_inputs: draw on the CPU, then move
+        torch.random.set_rng_state(state)
+        inputs = list(get_inputs())
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    if recipe is None or recipe.family == "task":
         return inputs
-    gen = torch.Generator().manual_seed(recipe.seed ^ 0x5EED)
+    gen = torch.Generator(device=device).manual_seed(recipe.seed ^ 0x5EED)
     out = []
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.is_floating_point():
-            y = torch.randn(x.shape, generator=gen, dtype=torch.float64) * recipe.scale
+            y = torch.randn(x.shape, generator=gen, dtype=torch.float64, device=device) * recipe.scale
             if recipe.family == "wide":
-                y = y * torch.pow(10.0, torch.rand(x.shape, generator=gen, dtype=torch.float64) * 4 - 2)
+                y = y * torch.pow(10.0, torch.rand(x.shape, generator=gen, dtype=torch.float64, device=device) * 4 - 2)
             out.append(y.to(x.dtype))
         else:
             out.append(x)

@@ -1,10 +1,12 @@
 """Paired timing, driven from the controller.
 
 Each pair times the reference worker and the candidate worker once each, in
-random order, on the same freshly derived inputs (``runtime.fresh_inputs``), so
+random order, on the same freshly derived inputs (``runtime.TimingInputs``), so
 clock and thermal drift hit both sides alike. Inside each worker a sample is:
-L2 flush, device-wide synchronize, start event, the calls, device-wide
-synchronize, end event (``runtime.timed_sample``). The speedup is the median of
+L2 flush, device-wide synchronize, a short spin kernel while the host queues
+the first launch, start event, the calls, end event,
+device-wide synchronize, and work still running on other streams after the end
+event added from the synchronize's tail (``runtime.timed_sample``). The speedup is the median of
 per-pair ratios with a bootstrap 95% interval; measuring stops when that
 interval is within ``target_rel_ci`` of the median (after ``min_pairs``), when
 ``max_pairs`` is reached, or when the time budget runs out (after at least
@@ -133,10 +135,10 @@ def measure_pairs(
     candidate: WorkerProcess,
     cfg: TimingConfig,
     rng: random.Random,
-    audit: Callable[[Any, Any], Verdict | None],
+    audit: Callable[[], Verdict | None],
     seen_digests: dict[tuple[float, ...], tuple[float, ...]] | None = None,
 ) -> PairedTiming:
-    """Time reference and candidate in interleaved pairs; ``audit(cand_out, ref_out)`` compares whole outputs.
+    """Time reference and candidate in interleaved pairs; ``audit()`` checks the last pair's whole outputs.
 
     ``seen_digests`` (candidate digest -> reference digest from the correctness trials) lets a timed call
     that replays a trial's output be named OUTPUT_REPLAY.
@@ -148,6 +150,7 @@ def measure_pairs(
 
     checks = _CallChecks(seen_digests if seen_digests is not None else {})
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
+    escaped: list[float] = []
     warm_ref = []
     for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
         seed = rng.getrandbits(31)
@@ -181,6 +184,8 @@ def measure_pairs(
             samples[worker.role] = sample
             overheads[worker.role].append(wall_ms - float(sample["host_ms"]) * calls)
             (ref_ms if worker is reference else cand_ms).append(ms)
+            if worker is candidate:
+                escaped.append(float(sample.get("escaped_ms") or 0.0))
         states.append(environment.gpu_state())
         bad = checks(pair, samples["candidate"], samples["reference"])
         if bad is not None:
@@ -196,7 +201,7 @@ def measure_pairs(
             elif out_of_time:
                 stopped, last = "budget", True
         if pair == 0 or last or rng.random() < cfg.audit_rate:
-            bad = audit(candidate.request("output", None, cfg.call_timeout), reference.request("output", None, cfg.call_timeout))
+            bad = audit()
             if bad is not None:
                 raise AuditFailure(bad, pair)
         if last:
@@ -211,7 +216,11 @@ def measure_pairs(
             {"unreported_ms": unreported, "candidate_reported_ms": statistics.median(cand_ms)}), len(ratios) - 1)
     if math.isnan(ci[0]):
         ci = bootstrap_median_ci(ratios, rng)
-    method = ("cuda events, L2 flushed, device-wide sync" if clock == "cuda_event" else "host perf_counter")
+    warnings = _state_warnings(states)
+    if statistics.median(escaped) > 0.001:
+        warnings.append(f"work on other streams ran {statistics.median(escaped):.4g} ms per sample past the call's "
+                        "return on its stream; counted in the candidate's time")
+    method = ("cuda events, L2 flushed, other streams' tail counted" if clock == "cuda_event" else "host perf_counter")
     method += ", fresh inputs per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
     return PairedTiming(
         reference=summarize(ref_ms, clock, calls),
@@ -221,7 +230,7 @@ def measure_pairs(
         pairs=len(ratios),
         method=method,
         stopped_because=stopped,
-        warnings=_state_warnings(states),
+        warnings=warnings,
         gpu_state=_state_summary(states),
     )
 

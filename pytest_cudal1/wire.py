@@ -36,6 +36,22 @@ class ProtocolError(Exception):
     """The other end sent bytes that are not a well-formed frame."""
 
 
+class Raw:
+    """An encoded value the controller relays from one worker to another without decoding it.
+
+    ``recv(raw=True)`` checks the frame as strictly as a decode would (so a bad
+    frame is blamed on the worker that sent it), then keeps the JSON tree and
+    the tensor bytes as they came: no copies into tensors on the controller.
+    """
+
+    def __init__(self, tree: Any, buffers: list[bytes]) -> None:
+        self.tree = tree
+        self.buffers = buffers
+
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self.buffers)
+
+
 class Unsupported:
     """Marks an output value of a type the wire does not carry (e.g. a tensor subclass)."""
 
@@ -55,6 +71,10 @@ def encode(value: Any, buffers: list[bytes]) -> Any:
 
     if value is None or type(value) in (bool, int, float, str):
         return value
+    if isinstance(value, Raw):
+        tree = _shift(value.tree, len(buffers))
+        buffers.extend(value.buffers)
+        return tree
     if isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
             return {"unsupported": type(value).__qualname__, "why": "tensor subclass"}
@@ -87,20 +107,36 @@ def _encode_tensor(t: Any, buffers: list[bytes]) -> dict[str, Any]:
     return {"tensor": meta}
 
 
-def decode(tree: Any, buffers: list[bytes]) -> Any:
-    """Inverse of ``encode``; tensors come back on the CPU, device kept in ``.wire_device``."""
+def _shift(tree: Any, offset: int) -> Any:
+    """A (checked) tree with its buffer indices moved by ``offset``: how a relayed value is embedded."""
+    if isinstance(tree, list):
+        return [_shift(v, offset) for v in tree]
+    if isinstance(tree, dict) and "tensor" in tree:
+        return {"tensor": {**tree["tensor"], "buf": int(tree["tensor"]["buf"]) + offset}}
+    if isinstance(tree, dict) and "tuple" in tree:
+        return {"tuple": [_shift(v, offset) for v in tree["tuple"]]}
+    if isinstance(tree, dict) and "dict" in tree:
+        return {"dict": {k: _shift(v, offset) for k, v in tree["dict"].items()}}
+    return tree
+
+
+def decode(tree: Any, buffers: list[bytes], check_only: bool = False) -> Any:
+    """Inverse of ``encode``; tensors come back on the CPU, device kept in ``.wire_device``.
+
+    ``check_only`` runs every check and builds nothing (for relayed frames).
+    """
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return tree
     if isinstance(tree, list):
-        return [decode(v, buffers) for v in tree]
+        return [decode(v, buffers, check_only) for v in tree]
     if not isinstance(tree, dict) or len(tree) not in (1, 2):
         raise ProtocolError(f"unexpected node {str(tree)[:80]!r}")
     if "tensor" in tree:
-        return _decode_tensor(tree["tensor"], buffers)
+        return _decode_tensor(tree["tensor"], buffers, check_only)
     if "tuple" in tree:
-        return tuple(decode(v, buffers) for v in tree["tuple"])
+        return tuple(decode(v, buffers, check_only) for v in tree["tuple"])
     if "dict" in tree:
-        return {str(k): decode(v, buffers) for k, v in tree["dict"].items()}
+        return {str(k): decode(v, buffers, check_only) for k, v in tree["dict"].items()}
     if "dtype" in tree:
         return _dtype(tree["dtype"])
     if "unsupported" in tree:
@@ -117,20 +153,25 @@ def _dtype(name: Any) -> Any:
     return dtype
 
 
-def _decode_tensor(meta: dict[str, Any], buffers: list[bytes]) -> Any:
+def _decode_tensor(meta: dict[str, Any], buffers: list[bytes], check_only: bool = False) -> Any:
     import torch
 
     dtype = _dtype(meta["dtype"])
     shape = [int(s) for s in meta["shape"]]
     if any(s < 0 for s in shape):
         raise ProtocolError(f"negative dimension in shape {shape}")
-    raw = buffers[int(meta["buf"])]
+    index = int(meta["buf"])
+    if not 0 <= index < len(buffers):
+        raise ProtocolError(f"tensor names buffer {index} of {len(buffers)}")
+    raw = buffers[index]
     count = 1
     for s in shape:
         count *= s
     itemsize = torch.empty((), dtype=dtype).element_size()
     if len(raw) != count * itemsize:
         raise ProtocolError(f"tensor of shape {shape} {dtype} carried {len(raw)} bytes")
+    if check_only:
+        return None
     if count == 0:
         t = torch.empty(shape, dtype=dtype)
     else:
@@ -161,8 +202,11 @@ class Channel:
                 n = os.write(self.write_fd, view)
                 view = view[n:]
 
-    def recv(self, timeout: float | None = None) -> tuple[str, Any]:
-        """Read one frame; raise ChannelTimeout, ChannelClosed or ProtocolError."""
+    def recv(self, timeout: float | None = None, raw: bool = False) -> tuple[str, Any]:
+        """Read one frame; raise ChannelTimeout, ChannelClosed or ProtocolError.
+
+        With ``raw``, the body comes back checked but undecoded, as a ``Raw`` to relay.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         (hlen,) = struct.unpack("<I", self._read_exact(4, deadline))
         if hlen > MAX_HEADER:
@@ -179,6 +223,9 @@ class Channel:
                 raise ProtocolError(f"buffer of {blen} bytes")
             buffers.append(self._read_exact(blen, deadline))
         try:
+            if raw:
+                decode(body, buffers, check_only=True)
+                return kind, Raw(body, buffers)
             return kind, decode(body, buffers)
         except ProtocolError:
             raise

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError, Unsupported, decode, encode
+from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError, Raw, Unsupported, decode, encode
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
           torch.int32, torch.int64, torch.bool, torch.complex64]
@@ -57,13 +57,13 @@ def raw_frame(header: Any, buffers: list[bytes] = (), header_bytes: bytes | None
     return out
 
 
-def recv_raw(data: bytes, timeout: float = 5) -> tuple[str, Any]:
+def recv_raw(data: bytes, timeout: float = 5, relay: bool = False) -> tuple[str, Any]:
     r, w = os.pipe()
     try:
         os.write(w, data)
         os.close(w)
         w = -1
-        return Channel(r, -1).recv(timeout)
+        return Channel(r, -1).recv(timeout, raw=relay)
     finally:
         os.close(r)
         if w >= 0:
@@ -229,13 +229,12 @@ def test_malformed_frames_raise_protocol_error(data: bytes) -> None:
         recv_raw(data)
 
 
-# Nodes a worker can send that the decoder does not check. Each should be a
-# ProtocolError (the controller maps only that to PROTOCOL_VIOLATION); today
-# they escape as IndexError/KeyError/AttributeError/TypeError/RuntimeError from
-# Channel.recv, which WorkerProcess.request does not catch (see the verdict
-# test ``protocol_bad_buffer``).
+# Nodes a worker can send that a naive decoder would trip over with IndexError,
+# KeyError or TypeError: each must be a ProtocolError (the controller maps only
+# that to PROTOCOL_VIOLATION), whether the frame is decoded or only relayed.
 UNCHECKED_NODES = [
     pytest.param({"tensor": {"dtype": "float32", "shape": [1], "buf": 3}}, id="buffer-index-out-of-range"),
+    pytest.param({"tensor": {"dtype": "float32", "shape": [0], "buf": -1}}, id="buffer-index-negative"),
     pytest.param({"tensor": {"dtype": "float32", "buf": 0}}, id="tensor-without-shape"),
     pytest.param({"tensor": 5}, id="tensor-meta-not-object"),
     pytest.param({"tensor": {"dtype": "float32", "shape": [0, -1], "buf": 0}}, id="empty-with-negative-dim"),
@@ -245,9 +244,32 @@ UNCHECKED_NODES = [
 
 
 @pytest.mark.parametrize("node", UNCHECKED_NODES)
-def test_malformed_nodes_raise_protocol_error(node: Any) -> None:
+@pytest.mark.parametrize("relay", [False, True], ids=["decode", "relay"])
+def test_malformed_nodes_raise_protocol_error(node: Any, relay: bool) -> None:
+    """A frame the controller only relays is checked as strictly: the sender, not the receiver, is blamed."""
     with pytest.raises(ProtocolError):
-        recv_raw(raw_frame({"kind": "ok", "body": node, "nbuf": 1}, [b""]))
+        recv_raw(raw_frame({"kind": "ok", "body": node, "nbuf": 1}, [b""]), relay=relay)
+
+
+# --------------------------------------------------------------- relaying ---
+
+def test_relayed_value_embeds_in_a_new_body_bit_exact(pipe) -> None:
+    """The controller forwards a worker's outputs undecoded, inside a request of its own."""
+    tx, rx = pipe
+    outputs = (sample(torch.float32, (64, 33)), [sample(torch.bfloat16, (7,)), sample(torch.int64, (2, 2))])
+    t = send_in_thread(tx, "ok", outputs)
+    kind, raw = rx.recv(timeout=30, raw=True)
+    t.join(30)
+    assert kind == "ok" and isinstance(raw, Raw) and len(raw.buffers) == 3
+    extra = sample(torch.float64, (3,))
+    t = send_in_thread(tx, "check", {"first": extra, "outputs": raw, "against": "trial"})
+    kind, got = rx.recv(timeout=30)
+    t.join(30)
+    assert kind == "check" and got["against"] == "trial"
+    assert torch.equal(raw_bytes(got["first"]), raw_bytes(extra))
+    a, (b, c) = got["outputs"]
+    for x, y in ((a, outputs[0]), (b, outputs[1][0]), (c, outputs[1][1])):
+        assert x.dtype == y.dtype and torch.equal(raw_bytes(x), raw_bytes(y))
 
 
 # ------------------------------------------------------- decode builds no objects ---

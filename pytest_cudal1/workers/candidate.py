@@ -38,11 +38,12 @@ class CandidateWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
         self.flush = runtime.Flusher(self.device)  # also initializes CUDA before the baseline below
+        self.idle_tail = runtime.idle_tail_ms(self.device)  # before any candidate code can keep the GPU busy
         self.baseline = guards.settings()
         self.watch = guards.TamperWatch()
         self.module: Any = None
         self.model: torch.nn.Module | None = None
-        self.timing_base: list[Any] = []
+        self.timing_inputs: runtime.TimingInputs | None = None
         self.last_output: Any = None
 
     def state_flags(self) -> list[dict[str, str]]:
@@ -74,7 +75,7 @@ class CandidateWorker:
             return self.model(*inputs)
 
     def run(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One correctness call under every guard."""
+        """One correctness call under every guard; its outputs are kept for ``output``."""
         g = guards.Guarded(runtime.to_device(list(body["inputs"]), self.device))
         guards.poison(list(body.get("poison", [])), self.device)
         threads, children = guards.python_threads(), guards.child_pids()
@@ -111,15 +112,15 @@ class CandidateWorker:
             if poisoned:
                 flags.append(flag("UNINITIALIZED_OUTPUT", f"{poisoned} output words still hold the poison pattern"))
         flags += self.state_flags()
-        return {"outputs": None if lazy else out, "call_ms": call_ms, "flags": flags,
-                "fingerprint": None if lazy else guards.fingerprint(out)}
+        return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else guards.fingerprint(out)}
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
-        self.timing_base = runtime.to_device(list(body["inputs"]), self.device)
+        self.timing_inputs = runtime.TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
-        sample, outs = runtime.timed_sample(self._call, self.timing_base, int(body["seed"]), int(body["calls"]),
-                                            self.device, self.flush, before=guards.reset_persisting_l2)
+        assert self.timing_inputs is not None
+        sample, outs = runtime.timed_sample(self._call, self.timing_inputs, int(body["seed"]), int(body["calls"]),
+                                            self.device, self.flush, self.idle_tail, before=guards.reset_persisting_l2)
         flags = []
         lazy = next((why for why in map(guards.lazy_outputs, outs) if why), None)
         if lazy:
@@ -138,6 +139,7 @@ class CandidateWorker:
         return sample
 
     def output(self, _body: Any) -> Any:
+        """The last call's outputs: the controller relays them to the reference worker to be checked."""
         return self.last_output
 
     def peak_memory(self, _body: Any) -> int | None:
@@ -149,7 +151,8 @@ class CandidateWorker:
             return []
         from torch.profiler import ProfilerActivity, profile
 
-        inputs = runtime.fresh_inputs(self.timing_base, 1, self.device)
+        assert self.timing_inputs is not None
+        inputs = self.timing_inputs.take(1, 1)[0]
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             self._call(inputs)
             runtime.sync(self.device)

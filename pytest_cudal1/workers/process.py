@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_cudal1.reasons import Reason
-from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError, Raw, decode
 
 ERROR_KIND_REASONS = {
     "syntax": Reason.SYNTAX_ERROR,
@@ -67,11 +67,16 @@ class WorkerProcess:
         os.close(from_worker_w)
         self.channel = Channel(from_worker_r, to_worker_w)
 
-    def request(self, kind: str, body: Any = None, timeout: float | None = None) -> Any:
-        """Send one request; return its body or raise ``WorkerFailure``."""
+    def request(self, kind: str, body: Any = None, timeout: float | None = None, raw: bool = False) -> Any:
+        """Send one request; return its body or raise ``WorkerFailure``.
+
+        With ``raw`` the body comes back as a checked ``wire.Raw`` for relaying to another worker.
+        """
         try:
             self.channel.send(kind, body)
-            reply, payload = self.channel.recv(timeout)
+            reply, payload = self.channel.recv(timeout, raw=raw)
+            if reply == "error" and isinstance(payload, Raw):
+                payload = decode(payload.tree, payload.buffers)
         except ChannelTimeout:
             self.kill()
             raise WorkerFailure(Reason.TIMEOUT, f"{kind!r} did not answer within {timeout:.0f} s; process group killed",

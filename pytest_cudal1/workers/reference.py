@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from pytest_cudal1.compare import compare, max_abs_diff
 from pytest_cudal1.recipes import Recipe, draw_inputs
 from pytest_cudal1.workers import guards, runtime
 
@@ -24,9 +25,14 @@ class ReferenceWorker:
         self.module: types.ModuleType | None = None
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
-        self.timing_base: list[Any] = []
+        self.timing_inputs: runtime.TimingInputs | None = None
         self.last_output: Any = None
         self.flush = runtime.Flusher(self.device)
+        self.idle_tail = runtime.idle_tail_ms(self.device)
+        self.trial_inputs: list[Any] = []
+        self.expected: Any = None
+        self.native: Any = None
+        self.native_error = 0.0  # largest |native - float64| seen: the reference's own rounding error
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         module = types.ModuleType("cudal1_reference_task")
@@ -52,29 +58,61 @@ class ReferenceWorker:
         return out
 
     def trial(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Inputs for one correctness trial and the reference outputs for them."""
+        """Draw one correctness trial's inputs and compute the reference outputs; they stay here.
+
+        Returns what the controller decides with: the reference's digest (for replay detection),
+        output sizes (to poison), whether the reference itself aliases or mutates inputs, and
+        whether it produced NaN/Inf (a drawn family that breaks the task is rejected).
+        """
         assert self.module is not None and self.model is not None
         recipe = Recipe(**body["recipe"])
-        inputs = draw_inputs(self.module.get_inputs, recipe)
-        guarded = guards.Guarded(runtime.to_device(inputs, self.device))
+        inputs = draw_inputs(self.module.get_inputs, recipe, self.device)
+        guarded = guards.Guarded(inputs)
         native = self._forward(self.model, guarded.inputs)
-        on_dev = guarded.originals
         expected, precise = native, False
         if self.model64 is not None:
             try:
-                expected = self._forward(self.model64, [_to64(x) for x in on_dev])
+                expected = self._forward(self.model64, [_to64(x) for x in guarded.originals])
                 precise = True
             except Exception:  # noqa: BLE001 - ops without float64 support: compare in native dtype
                 expected = native
-        return {"inputs": inputs, "expected": expected, "native": native, "float64": precise,
-                "aliases_input": guards.aliases(native, guarded.inputs), "mutates_input": guarded.mutated() is not None}
+        self.native_error = max(self.native_error, max_abs_diff(native, expected))
+        self.trial_inputs, self.expected, self.native = guarded.originals, expected, native
+        outs = list(guards.tensors(native))
+        return {"float64": precise, "aliases_input": guards.aliases(native, guarded.inputs),
+                "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
+                "output_nbytes": [t.numel() * t.element_size() for t in outs],
+                "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
+
+    def inputs(self, _body: Any) -> list[Any]:
+        """The last trial's inputs, for the controller to relay to the candidate."""
+        return self.trial_inputs
+
+    def check(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Compare a candidate's outputs (relayed by the controller) here, on the reference's device.
+
+        ``against``: ``trial`` (float64 reference of the last trial) or ``timed`` (the last timed
+        call's output in the task's dtype, allowing twice the reference's own rounding error).
+        """
+        outputs = _on_device(body["outputs"], self.device)
+        if body["against"] == "trial":
+            bad = compare(outputs, self.expected, self.native)
+        else:
+            bad = compare(outputs, self.last_output, None, "timed output", extra_slack=self.native_error)
+        return None if bad is None else {"reason": bad.reason.value, "message": bad.message, "evidence": bad.evidence}
 
     def prepare_timing(self, body: dict[str, Any]) -> dict[str, Any]:
         """Keep the task's own inputs on the device as the base every timed call perturbs."""
         assert self.module is not None
         torch.manual_seed(int(body["seed"]))
-        self.timing_base = runtime.to_device(list(self.module.get_inputs()), self.device)
-        return {"inputs": [x.cpu() if isinstance(x, torch.Tensor) else x for x in self.timing_base]}
+        base = draw_inputs(self.module.get_inputs, None, self.device)
+        self.timing_inputs = runtime.TimingInputs(base, self.device)
+        return {"input_nbytes": sum(t.numel() * t.element_size() for t in guards.tensors(base))}
+
+    def timing_base(self, _body: Any) -> list[Any]:
+        """The base of the timed inputs, for the controller to relay to the candidate."""
+        assert self.timing_inputs is not None
+        return self.timing_inputs.base
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
@@ -85,7 +123,7 @@ class ReferenceWorker:
                 return model(*inputs)
 
         sample, outs = runtime.timed_sample(
-            call, self.timing_base, int(body["seed"]), int(body["calls"]), self.device, self.flush,
+            call, self.timing_inputs, int(body["seed"]), int(body["calls"]), self.device, self.flush, self.idle_tail,
             before=guards.reset_persisting_l2)
         sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
         self.last_output = outs[-1]
@@ -107,8 +145,18 @@ class ReferenceWorker:
         torch.cuda.synchronize()
         return 2 * src.numel() * 4 * 10 / (start.elapsed_time(end) / 1e3) / 1e9
 
-    def output(self, _body: Any) -> Any:
-        return self.last_output
+
+def _on_device(value: Any, device: str) -> Any:
+    """Decoded outputs moved to ``device`` for comparison, each keeping the device it was sent from."""
+    if isinstance(value, torch.Tensor):
+        moved = value.to(device)
+        moved.wire_device = getattr(value, "wire_device", str(value.device))  # type: ignore[attr-defined]
+        return moved
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _on_device(v, device) for k, v in value.items()}
+    return value
 
 
 def _to64(x: Any) -> Any:
@@ -120,9 +168,11 @@ def main() -> None:
     runtime.serve({
         "load": worker.load,
         "trial": worker.trial,
+        "inputs": worker.inputs,
+        "check": worker.check,
         "prepare_timing": worker.prepare_timing,
+        "timing_base": worker.timing_base,
         "time": worker.time,
-        "output": worker.output,
         "bandwidth": worker.bandwidth,
     })
 

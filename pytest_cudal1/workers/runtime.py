@@ -24,6 +24,11 @@ Handler = Callable[[Any], Any]
 _perf_counter_ns = time.perf_counter_ns
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_gpu_sleep = torch.cuda._sleep
+
+# A spin kernel queued before the start event (~100 us at 2 GHz): the GPU waits while the host queues the
+# first launches, so the region starts at the first kernel, not at the host's Python overhead.
+HOLD_CYCLES = 200_000
 
 
 def pick_device() -> str:
@@ -96,59 +101,107 @@ class Flusher:
             self.buffer.random_()
 
 
-def fresh_inputs(base: list[Any], seed: int, device: str) -> list[Any]:
-    """New tensors for one timed call: each float input scaled by (0.5 + U[0,1)) from ``seed``.
+class TimingInputs:
+    """Input sets the timed calls rotate through, refilled with fresh values before every use.
 
-    Both workers derive the same values from the same seed, so the reference's
-    output for the call checks the candidate's. New storage and new content on
-    every call defeat caches keyed on pointers, ids, versions or content.
+    The sets are allocated once per worker, so every sample reads the same kind of
+    memory and the caching allocator cannot flatter or penalize one run over another;
+    every call still gets new values (each float input scaled by ``0.5 + U[0,1)``
+    from a per-call seed), so a cache keyed on pointers, ids, versions or shapes
+    returns stale values and fails the digest check. Both workers derive the same
+    values from the same seed, so the reference's output for a call checks the
+    candidate's.
     """
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
-    out = []
-    for x in base:
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
-            u = torch.rand(x.shape, generator=gen, device=device, dtype=x.dtype)
-            out.append(x * (u + 0.5))
-        elif isinstance(x, torch.Tensor):
-            out.append(x.clone())
-        else:
-            out.append(x)
-    return out
+
+    def __init__(self, base: list[Any], device: str) -> None:
+        self.base = base
+        self.device = device
+        self.sets: list[list[Any]] = []
+        self.next = 0
+
+    def take(self, seed: int, calls: int) -> list[list[Any]]:
+        """``calls`` input sets with fresh values, the first one following the last sample's."""
+        while len(self.sets) < calls + 1:
+            self.sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in self.base])
+        chosen = [self.sets[(self.next + i) % len(self.sets)] for i in range(calls)]
+        self.next = (self.next + calls) % len(self.sets)
+        for i, inputs in enumerate(chosen):
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(seed * 1009 + i)
+            for x, target in zip(self.base, inputs):
+                if isinstance(x, torch.Tensor) and x.is_floating_point():
+                    u = torch.rand(x.shape, generator=gen, device=self.device, dtype=x.dtype)
+                    torch.mul(x, u + 0.5, out=target)
+                elif isinstance(x, torch.Tensor):
+                    target.copy_(x)
+        return chosen
 
 
-def timed_sample(call: Callable[[list[Any]], Any], base: list[Any], seed: int, calls: int,
-                 device: str, flush: Flusher, before: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], list[Any]]:
-    """One sample: ``calls`` forward calls on fresh inputs inside one synchronized region.
+def idle_tail_ms(device: str, n: int = 21) -> float:
+    """This process's round trip from a finished stream to the next event recorded after a device-wide sync.
 
-    Returns the per-call times (event and host clock) and every call's output.
-    The region ends with a device-wide synchronize, so work left on any stream
-    of this process is inside the measurement. ``before`` runs outside the
-    region (e.g. resetting the persisting-L2 limit).
+    The upper quartile of ``n`` tries with nothing running: how much of a sample's tail is
+    the host waking up, not work left running on another stream (see ``timed_sample``).
     """
-    batches = [fresh_inputs(base, seed * 1009 + i, device) for i in range(calls)]
+    if not device.startswith("cuda"):
+        return 0.0
+    tails = []
+    for _ in range(n):
+        end, after = _Event(enable_timing=True), _Event(enable_timing=True)
+        end.record()
+        sync(device)
+        after.record()
+        after.synchronize()
+        tails.append(end.elapsed_time(after))
+    tails.sort()
+    return tails[(3 * n) // 4]
+
+
+def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: int, calls: int,
+                 device: str, flush: Flusher, idle_tail: float = 0.0,
+                 before: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], list[Any]]:
+    """One sample: ``calls`` forward calls on fresh inputs inside one measured region.
+
+    On CUDA: a short spin kernel (the hold), start event, the calls, end event on the
+    current stream, device-wide synchronize, then a tail event. The hold keeps the
+    GPU busy while the host queues the first launch, so host launch latency stays
+    out of the time (the profiler's view of the same kernels). ``end`` is recorded before the synchronize so the
+    host's wake-up (tens of microseconds, jittery) stays out of the time. Work left
+    on any other stream is still counted: it delays the synchronize, so it shows
+    as a tail (``end`` to the tail event) longer than this process's idle round trip
+    ``idle_tail``; the excess is added to the sample and reported as ``escaped_ms``.
+    Returns per-call times (events and host clock) and every call's output.
+    ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
+    """
+    batches = inputs.take(seed, calls)
     outs = []
     before()
     flush()
     sync(device)
+    escaped = 0.0
     if device.startswith("cuda"):
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        held, start, end, tail = (_Event(enable_timing=True) for _ in range(4))
         t0 = _perf_counter_ns()
+        held.record()
+        _gpu_sleep(HOLD_CYCLES)
         start.record()
         for inputs in batches:
             outs.append(call(inputs))
-        sync(device)
         end.record()
         sync(device)
+        tail.record()
+        tail.synchronize()
         t1 = _perf_counter_ns()
-        event_ms = start.elapsed_time(end) / calls
+        escaped = max(0.0, end.elapsed_time(tail) - idle_tail)
+        event_ms = (start.elapsed_time(end) + escaped) / calls
+        t1 -= int(held.elapsed_time(start) * 1e6)  # the host clock, less the hold the harness queued
     else:
         t0 = _perf_counter_ns()
         for inputs in batches:
             outs.append(call(inputs))
         t1 = _perf_counter_ns()
         event_ms = None
-    return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls}, outs
+    return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls, "escaped_ms": escaped}, outs
 
 
 def to_device(values: list[Any], device: str) -> list[Any]:

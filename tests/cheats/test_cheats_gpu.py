@@ -1,4 +1,5 @@
-"""GPU-only planted cheats and controls: side streams, CUDA graphs, scoped TF32, the custom-kernel track.
+"""GPU-only planted cheats and controls: side streams (torch, CuPy), CUDA graphs, scoped TF32, stale device
+memory, the persisting-L2 limit, Numba, the profiler's kernel list and the custom-kernel track.
 
 Skipped without CUDA (the groups are never started then). The task is a
 4096^3 float32 matmul, about 2 ms on an H200: long enough that a side stream's
@@ -24,6 +25,10 @@ CASES: list[Case] = [
     planted(MM, "tf32_scoped", "PRECISION_LOSS", group="gpu-streams"),
     planted(MM, "triton_matmul", OK, group="gpu-streams"),
     planted(MM, "torch_matmul", OK, group="gpu-streams", why="no LIBRARY_ONLY without the custom-kernel option"),
+    planted(MM, "cupy_side_stream", "STREAM_ESCAPE", group="gpu-more"),
+    planted(MM, "uninitialized_empty", "UNINITIALIZED_OUTPUT", group="gpu-more"),
+    planted(MM, "l2_persisting_limit", "GLOBAL_STATE_MODIFIED", group="gpu-more"),
+    planted(MM, "numba_tiled", OK, group="gpu-more"),
     planted(MM, "torch_matmul", "LIBRARY_ONLY", group="gpu-custom-only"),
     planted(MM, "triton_fallback_to_torch", "LIBRARY_ONLY", group="gpu-custom-only"),
     planted(MM, "triton_matmul", OK, group="gpu-custom-only"),
@@ -49,3 +54,22 @@ def test_gpu_verdict(case: Case, judged) -> None:
     rec = lookup(result, case.name, case.task)
     reason, _ = verdict_of(rec)
     assert reason in case.expect, explain(rec, case.expect)
+
+
+# The profiler pass: the kernels each candidate launched, by name, on every stream.
+KERNEL_NAMES = [("gpu-streams", "triton_matmul", "matmul_kernel"), ("gpu-more", "numba_tiled", "numba_matmul")]
+
+
+@pytest.mark.parametrize("group, name, kernel", [
+    pytest.param(g, n, k, id=n, marks=pytest.mark.judge_group(GROUPS[g])) for g, n, k in KERNEL_NAMES])
+def test_profiler_names_custom_kernels(group: str, name: str, kernel: str, judged) -> None:
+    rec = lookup(judged.get(GROUPS[group]), name, MM)
+    assert any(kernel in k for k in rec["kernels"]), rec["kernels"]
+
+
+@pytest.mark.judge_group(GROUPS["gpu-streams"])
+def test_profiler_sees_only_library_kernels_for_torch_matmul(judged) -> None:
+    from pytest_cudal1.judge import custom_kernels
+
+    rec = lookup(judged.get(GROUPS["gpu-streams"]), "torch_matmul", MM)
+    assert rec["kernels"] and not custom_kernels(rec["kernels"]), rec["kernels"]
