@@ -237,8 +237,7 @@ def end_to_end(workdir: Path) -> dict[str, Any]:
         rec = judge.judge(tasks[0], cand)
         rows[label] = {"wall_s": time.perf_counter() - t0, "compile_s": rec.compile_s, "verdict": rec.verdict.reason.value,
                        "speedup": rec.speedup}
-        judge.references.close()
-        judge.builds.shutdown()
+        judge.close()
     return {"candidate": str(path.relative_to(ROOT)), **rows}
 
 

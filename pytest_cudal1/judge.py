@@ -13,7 +13,7 @@ import dataclasses
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kernelbench.loaders import Task
 from pytest_cudal1 import environment
@@ -95,6 +95,39 @@ class Judge:
         self._bandwidth: float | None = None
         self._output_bytes = 0
         self._digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
+        self._spare: tuple[tuple[str, str], WorkerProcess] | None = None  # started early for the next item
+
+    def close(self) -> None:
+        """End every worker and the build pool (end of session)."""
+        self.references.close()
+        if self._spare is not None:
+            self._spare[1].close()
+            self._spare = None
+        self.builds.shutdown()
+
+    def _start_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
+        safe = f"{task.id}-{candidate.name}".replace("/", "_")
+        return WorkerProcess("candidate", self.cfg.workdir / "logs" / f"candidate-{safe}.log",
+                             env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)))
+
+    def _prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
+        """Start the next item's candidate worker (interpreter, torch, CUDA context: seconds) while this one ends.
+
+        Called after timing, so the start-up never overlaps a measurement. The worker imports no
+        candidate code until its own item sends ``load``.
+        """
+        if upcoming is None or self._spare is not None or self.unavailable(upcoming[1]) is not None:
+            return
+        task, candidate = upcoming
+        self._spare = ((task.id, candidate.sha256), self._start_worker(task, candidate))
+
+    def _take_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            if spare[0] == (task.id, candidate.sha256) and spare[1].proc.poll() is None:
+                return spare[1]
+            spare[1].close()
+        return self._start_worker(task, candidate)
 
     def unavailable(self, candidate: Candidate) -> str | None:
         """Why this machine cannot run the candidate's backend, or None."""
@@ -111,7 +144,8 @@ class Judge:
                     return f"backend {backend!r} needs the {module!r} package, which is not installed"
         return None
 
-    def judge(self, task: Task, candidate: Candidate) -> JudgedRecord:
+    def judge(self, task: Task, candidate: Candidate, upcoming: tuple[Task, Candidate] | None = None) -> JudgedRecord:
+        """Judge one pair; ``upcoming`` (the next pair) lets its worker start while this one finishes."""
         record = JudgedRecord(
             task_id=task.id, level=task.level, problem_id=task.problem_id, task_name=task.name,
             candidate_name=candidate.name, candidate_sha256=candidate.sha256, candidate_origin=candidate.origin,
@@ -139,18 +173,18 @@ class Judge:
             reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR
             record.verdict = Verdict(reason, f"reference for {task.id}: {exc.message}", exc.evidence)
             return record
-        safe = f"{task.id}-{candidate.name}".replace("/", "_")
-        worker = WorkerProcess("candidate", self.cfg.workdir / "logs" / f"candidate-{safe}.log",
-                               env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)))
+        worker = self._take_worker(task, candidate)
         try:
-            record.verdict = self._run(task, candidate, reference, worker, record, phase)
+            record.verdict = self._run(task, candidate, reference, worker, record, phase,
+                                       lambda: self._prefetch(upcoming))
         finally:
             worker.close()
+            self._prefetch(upcoming)
         record.reward = reward_for(record.verdict, record.timing)
         return record
 
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
-             record: JudgedRecord, phase: "_Phases") -> Verdict:
+             record: JudgedRecord, phase: "_Phases", timed: Callable[[], None]) -> Verdict:
         cfg = self.cfg
         try:
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
@@ -207,6 +241,7 @@ class Judge:
                                     "first_ci": record.timing.speedup_ci, "second_ci": again.speedup_ci})
                 record.timing = again
             phase("timing")
+            timed()
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
             record.kernels = worker.request("profile", None, cfg.call_timeout)
             phase("profile")

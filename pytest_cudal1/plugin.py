@@ -223,6 +223,12 @@ class CudaL1Session:
 
     # ------------------------------------------------------------ results ---
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Tell a judged item which item runs next here (under xdist too), so its worker can start early."""
+        if isinstance(item, JudgedItem):
+            item.next_judged = nextitem if isinstance(nextitem, JudgedItem) else None
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
             if key == "cudal1" and report.when == "call":
@@ -233,8 +239,7 @@ class CudaL1Session:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self._judge is not None:
-            self._judge.references.close()
-            self._judge.builds.shutdown()
+            self._judge.close()
         html = setting(self.config, "html")
         if html and self.records and not hasattr(self.config, "workerinput"):  # the controller writes it, once
             from pytest_cudal1.report import build_report
@@ -300,6 +305,7 @@ class JudgedItem(pytest.Item):
         super().__init__(**kwargs)
         self.task = task
         self.candidate = candidate
+        self.next_judged: JudgedItem | None = None  # the item this process runs next (set per run)
         self.add_marker("cudal1")
         if task.level is not None:
             self.add_marker(f"level{task.level}")
@@ -311,7 +317,8 @@ class JudgedItem(pytest.Item):
         from pytest_cudal1 import ledger
 
         state: CudaL1Session = self.config.pluginmanager.get_plugin("cudal1-session")
-        record = state.judge().judge(self.task, self.candidate)
+        nxt = self.next_judged
+        record = state.judge().judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
         if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:
             pytest.skip(f"{self.nodeid}: {record.verdict.message}")
         ledger.append(state.ledger_path, record)

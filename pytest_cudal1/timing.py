@@ -43,6 +43,9 @@ MIN_PAIRS = 3
 # reference's (same harness code around the call) by at most this much per sample.
 UNREPORTED_MS = 5.0
 UNREPORTED_SHARE = 0.5
+# Work still running elsewhere after the call returned is always counted; it is worth a warning from here on.
+ESCAPED_WARN_MS = 0.02
+ESCAPED_WARN_SHARE = 0.05
 
 
 @dataclasses.dataclass
@@ -217,11 +220,12 @@ def measure_pairs(
     if math.isnan(ci[0]):
         ci = bootstrap_median_ci(ratios, rng)
     warnings = _state_warnings(states)
-    if statistics.median(escaped) > 0.001:
-        warnings.append(f"work on other streams ran {statistics.median(escaped):.4g} ms per sample past the call's "
+    escaped_ms = statistics.median(escaped)
+    if escaped_ms > max(ESCAPED_WARN_MS, ESCAPED_WARN_SHARE * statistics.median(cand_ms) * calls):
+        warnings.append(f"work on other streams ran {escaped_ms:.4g} ms per sample past the call's "
                         "return on its stream; counted in the candidate's time")
     method = ("cuda events, L2 flushed, other streams' tail counted" if clock == "cuda_event" else "host perf_counter")
-    method += ", fresh inputs per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
+    method += ", rotated input sets with fresh values per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
     return PairedTiming(
         reference=summarize(ref_ms, clock, calls),
         candidate=summarize(cand_ms, clock, calls),

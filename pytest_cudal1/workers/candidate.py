@@ -38,7 +38,7 @@ class CandidateWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
         self.flush = runtime.Flusher(self.device)  # also initializes CUDA before the baseline below
-        self.idle_tail = runtime.idle_tail_ms(self.device)  # before any candidate code can keep the GPU busy
+        self.idle_tail = 0.0
         self.baseline = guards.settings()
         self.watch = guards.TamperWatch()
         self.module: Any = None
@@ -57,6 +57,9 @@ class CandidateWorker:
         return flags
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
+        # Calibrated here, not at start-up: the worker may start while the previous item still runs on the
+        # GPU; and before the import, so no candidate code can keep the GPU busy to inflate it.
+        self.idle_tail = runtime.idle_tail_ms(self.device)
         t0 = time.perf_counter()
         self.module = import_candidate(body["path"], body["module_name"])
         return {"import_s": time.perf_counter() - t0,

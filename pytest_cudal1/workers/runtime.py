@@ -137,24 +137,31 @@ class TimingInputs:
         return chosen
 
 
-def idle_tail_ms(device: str, n: int = 21) -> float:
-    """This process's round trip from a finished stream to the next event recorded after a device-wide sync.
+def _round_trip_ms(device: str) -> float:
+    """An event, a device-wide synchronize, another event: the host's wake-up when nothing else runs."""
+    first, after = _Event(enable_timing=True), _Event(enable_timing=True)
+    first.record()
+    sync(device)
+    after.record()
+    after.synchronize()
+    return first.elapsed_time(after)
 
-    The upper quartile of ``n`` tries with nothing running: how much of a sample's tail is
-    the host waking up, not work left running on another stream (see ``timed_sample``).
+
+def idle_tail_ms(device: str, n: int = 21) -> float:
+    """The upper quartile of this process's idle round trip (``_round_trip_ms``), 0 on the CPU.
+
+    Measured before any candidate code is imported, so a candidate cannot inflate the
+    allowance that ``timed_sample`` grants a sample's tail.
     """
     if not device.startswith("cuda"):
         return 0.0
-    tails = []
-    for _ in range(n):
-        end, after = _Event(enable_timing=True), _Event(enable_timing=True)
-        end.record()
-        sync(device)
-        after.record()
-        after.synchronize()
-        tails.append(end.elapsed_time(after))
-    tails.sort()
-    return tails[(3 * n) // 4]
+    trips = sorted(_round_trip_ms(device) for _ in range(n))
+    return trips[(3 * n) // 4]
+
+
+# A sample's tail may exceed the idle round trip measured at start-up by this much before it counts as
+# work left running (the host's wake-up varies with load; seen on an H200: 15 us medians over start-up).
+TAIL_SLACK_MS = 0.05
 
 
 def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: int, calls: int,
@@ -164,12 +171,14 @@ def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: i
 
     On CUDA: a short spin kernel (the hold), start event, the calls, end event on the
     current stream, device-wide synchronize, then a tail event. The hold keeps the
-    GPU busy while the host queues the first launch, so host launch latency stays
-    out of the time (the profiler's view of the same kernels). ``end`` is recorded before the synchronize so the
-    host's wake-up (tens of microseconds, jittery) stays out of the time. Work left
-    on any other stream is still counted: it delays the synchronize, so it shows
-    as a tail (``end`` to the tail event) longer than this process's idle round trip
-    ``idle_tail``; the excess is added to the sample and reported as ``escaped_ms``.
+    GPU busy while the host queues the first launch, so host launch latency stays out
+    of the time (the profiler's view of the same kernels). ``end`` comes before the
+    synchronize so the host's wake-up (tens of microseconds, jittery) stays out too.
+    Work left on any other stream is still counted: it delays the synchronize, so the
+    tail (``end`` to the tail event) outgrows a round trip measured right after, in the
+    same state, with nothing running (allowed between ``idle_tail``, measured before
+    the candidate loaded, and ``2 * idle_tail + TAIL_SLACK_MS``); the excess is added
+    and reported as ``escaped_ms``.
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
@@ -185,20 +194,21 @@ def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: i
         held.record()
         _gpu_sleep(HOLD_CYCLES)
         start.record()
-        for inputs in batches:
-            outs.append(call(inputs))
+        for args in batches:
+            outs.append(call(args))
         end.record()
         sync(device)
         tail.record()
         tail.synchronize()
         t1 = _perf_counter_ns()
-        escaped = max(0.0, end.elapsed_time(tail) - idle_tail)
+        allowance = max(idle_tail, min(_round_trip_ms(device), 2 * idle_tail + TAIL_SLACK_MS))
+        escaped = max(0.0, end.elapsed_time(tail) - allowance)
         event_ms = (start.elapsed_time(end) + escaped) / calls
         t1 -= int(held.elapsed_time(start) * 1e6)  # the host clock, less the hold the harness queued
     else:
         t0 = _perf_counter_ns()
-        for inputs in batches:
-            outs.append(call(inputs))
+        for args in batches:
+            outs.append(call(args))
         t1 = _perf_counter_ns()
         event_ms = None
     return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls, "escaped_ms": escaped}, outs

@@ -1,0 +1,50 @@
+"""The next item's candidate worker starts while the current item finishes, and is the one that item uses.
+
+Real workers on the bundled ReLU task: judging A with B announced as upcoming leaves B's worker
+running (started after A's timing), judging B takes exactly that worker, and a spare that does not
+match the item judged next is closed, never used for another candidate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelbench.loaders import load_tasks
+from pytest_cudal1.builds import BuildPool
+from pytest_cudal1.candidates import Candidate, reference_candidate
+from pytest_cudal1.judge import Judge, JudgeConfig
+from pytest_cudal1.reasons import Reason
+from pytest_cudal1.timing import TimingConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_judge(tmp_path: Path) -> Judge:
+    cfg = JudgeConfig(seed=3, workdir=tmp_path, trials=2,
+                      timing=TimingConfig(budget_s=0.3, min_pairs=3, max_pairs=4, warmup=1))
+    return Judge(cfg, BuildPool(tmp_path, 300, None), gpu=False)
+
+
+def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
+    (task,), _ = load_tasks(ROOT / "kernelbench" / "tasks" / "level1" / "1_ReLU.py")
+    path = ROOT / "kernelbench" / "candidates" / "level1" / "1_ReLU" / "torch_fast.py"
+    fast = Candidate("torch_fast", path.read_text(), str(path), 1, 1, path=str(path))
+    ref = reference_candidate(task)
+    judge = make_judge(tmp_path)
+    try:
+        first = judge.judge(task, ref, upcoming=(task, fast))
+        assert first.verdict.reason is Reason.OK, first.verdict.message
+        assert judge._spare is not None and judge._spare[0] == (task.id, fast.sha256)
+        spare = judge._spare[1]
+        assert spare.proc.poll() is None  # started, alive, waiting for its item
+
+        assert judge._take_worker(task, fast) is spare
+        spare.close()
+
+        judge._prefetch((task, fast))
+        unused = judge._spare[1]
+        second = judge.judge(task, ref)  # not the announced candidate: the spare is closed, a fresh worker used
+        assert second.verdict.reason is Reason.OK, second.verdict.message
+        assert unused.proc.poll() is not None and judge._spare is None
+    finally:
+        judge.close()
