@@ -112,17 +112,21 @@ def precision(workdir: Path) -> list[dict[str, Any]]:
     for name, numel in (("elementwise_small", 1 << 23), ("elementwise_large", 1 << 26)):
         task = synthetic(name, numel)
         pair = Pair(task, reference_candidate(task).source, workdir / name)
-        medians, states = [], []
+        medians, states, runs = [], [], []
         for i in range(10):
             t = pair.measure(i, budget_s=2.0, min_pairs=20, max_pairs=200)
             medians.append(t.candidate.median_ms)
             states.append(t.gpu_state)
+            runs.append({"median_ms": t.candidate.median_ms, "iqr_ms": t.candidate.iqr_ms, "min_ms": t.candidate.min_ms,
+                         "n": t.candidate.n, "calls_per_sample": t.candidate.calls_per_sample,
+                         "reference_median_ms": t.reference.median_ms, "speedup": t.speedup, "warnings": t.warnings,
+                         "samples_ms": t.candidate.samples_ms})
         pair.close()
         med = statistics.median(medians)
         kernel_ms = profiler_kernel_ms(task, workdir)[0] if environment.has_gpu() else None
         rows.append({"kernel": name, "numel": numel, "median_ms": med, "medians_ms": medians,
                      "profiler_kernel_ms": kernel_ms, "calls_per_sample": t.candidate.calls_per_sample,
-                     "spread": (max(medians) - min(medians)) / med, "gpu_state_first": states[0],
+                     "spread": (max(medians) - min(medians)) / med, "runs": runs, "gpu_state_first": states[0],
                      "gpu_state_last": states[-1]})
     return rows
 

@@ -10,6 +10,7 @@ CUDA-L1's checker does), so dropout is off and batch norm uses running stats.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import time
 from pathlib import Path
@@ -53,23 +54,45 @@ class ReferencePool:
         self.task_sha: str | None = None
         self.worker: WorkerProcess | None = None
         self.init_inputs: list[Any] = []
+        self.spare: tuple[str, WorkerProcess] | None = None  # (task sha, worker) started for the next task
+
+    def _start(self, task: Task) -> WorkerProcess:
+        safe = task.id.replace("/", "_")
+        return WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log")
+
+    def prefetch(self, task: Task) -> None:
+        """Start the worker for the next item's task early, when that task differs from the current one."""
+        if task.sha256 != self.task_sha and self.spare is None:
+            self.spare = (task.sha256, self._start(task))
 
     def get(self, task: Task) -> WorkerProcess:
         if self.worker is not None and self.task_sha == task.sha256 and self.worker.proc.poll() is None:
             return self.worker
-        self.close()
-        safe = task.id.replace("/", "_")
-        self.worker = WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log")
+        self.close_current()
+        spare, self.spare = self.spare, None
+        if spare is not None and spare[0] == task.sha256 and spare[1].proc.poll() is None:
+            self.worker = spare[1]
+        else:
+            if spare is not None:
+                spare[1].close()
+            self.worker = self._start(task)
         self.task_sha = task.sha256
         loaded = self.worker.request("load", {"source": task.source, "origin": task.origin, "seed": self.cfg.seed},
                                      self.cfg.compile_timeout)
         self.init_inputs = loaded["init_inputs"]
         return self.worker
 
-    def close(self) -> None:
+    def close_current(self) -> None:
         if self.worker is not None:
             self.worker.close()
         self.worker, self.task_sha = None, None
+
+    def close(self) -> None:
+        """The current worker and any spare."""
+        self.close_current()
+        if self.spare is not None:
+            self.spare[1].close()
+            self.spare = None
 
 
 class _Mismatch(Exception):
@@ -111,7 +134,7 @@ class Judge:
                              env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)))
 
     def _prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
-        """Start the next item's candidate worker (interpreter, torch, CUDA context: seconds) while this one ends.
+        """Start the next item's workers (interpreter, torch, CUDA context: seconds each) while this one ends.
 
         Called after timing, so the start-up never overlaps a measurement. The worker imports no
         candidate code until its own item sends ``load``.
@@ -119,6 +142,7 @@ class Judge:
         if upcoming is None or self._spare is not None or self.unavailable(upcoming[1]) is not None:
             return
         task, candidate = upcoming
+        self.references.prefetch(task)
         self._spare = ((task.id, candidate.sha256), self._start_worker(task, candidate))
 
     def _take_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
@@ -169,7 +193,7 @@ class Judge:
             reference = self.references.get(task)
             phase("reference_start")
         except WorkerFailure as exc:
-            self.references.close()
+            self.references.close_current()
             reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR
             record.verdict = Verdict(reason, f"reference for {task.id}: {exc.message}", exc.evidence)
             return record
@@ -184,7 +208,7 @@ class Judge:
         return record
 
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
-             record: JudgedRecord, phase: "_Phases", timed: Callable[[], None]) -> Verdict:
+             record: JudgedRecord, phase: "_Phases", after_timing: Callable[[], None]) -> Verdict:
         cfg = self.cfg
         try:
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
@@ -222,7 +246,7 @@ class Judge:
             base = reference.request("timing_base", None, cfg.call_timeout, raw=True)
             worker.request("prepare_timing", {"inputs": base}, cfg.call_timeout)
             rng = random.Random(cfg.seed ^ 0x7177)
-            audit = lambda: self._check(reference, worker, "timed")  # noqa: E731
+            audit = functools.partial(self._check, reference, worker, "timed")
             record.timing = measure_pairs(reference, worker, cfg.timing, rng, audit, dict(self._digests))
             floor = self._floor_ms(input_nbytes + self._output_bytes)
             if floor is not None and record.timing.candidate.median_ms < floor:
@@ -241,7 +265,7 @@ class Judge:
                                     "first_ci": record.timing.speedup_ci, "second_ci": again.speedup_ci})
                 record.timing = again
             phase("timing")
-            timed()
+            after_timing()
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
             record.kernels = worker.request("profile", None, cfg.call_timeout)
             phase("profile")
@@ -281,7 +305,7 @@ class Judge:
         try:
             bad = reference.request("check", {"outputs": outputs, "against": against}, self.cfg.call_timeout * 4)
         except WorkerFailure as exc:
-            self.references.close()
+            self.references.close_current()
             raise WorkerFailure(Reason.REFERENCE_ERROR, f"checking the candidate's output failed in the reference "
                                 f"worker: {exc.message}", exc.evidence) from None
         return None if bad is None else Verdict(Reason(bad["reason"]), bad["message"], bad["evidence"])
@@ -360,7 +384,7 @@ class Judge:
             return exc.verdict
         except _Fatal as exc:
             if exc.failure.reason is Reason.REFERENCE_ERROR:
-                self.references.close()
+                self.references.close_current()
             return Verdict(exc.failure.reason, exc.failure.message, exc.failure.evidence)
         except Flaky as exc:
             # A stateful cheat (e.g. a pointer-keyed cache) fails once and passes on hypothesis' replay:

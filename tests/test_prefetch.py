@@ -1,8 +1,9 @@
-"""The next item's candidate worker starts while the current item finishes, and is the one that item uses.
+"""The next item's workers start while the current item finishes, and are the ones that item uses.
 
-Real workers on the bundled ReLU task: judging A with B announced as upcoming leaves B's worker
+Real workers on bundled tasks: judging A with B announced as upcoming leaves B's candidate worker
 running (started after A's timing), judging B takes exactly that worker, and a spare that does not
-match the item judged next is closed, never used for another candidate.
+match the item judged next is closed, never used for another candidate. When the next item's task
+differs, its reference worker starts early too and is the one that task gets.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ def make_judge(tmp_path: Path) -> Judge:
     return Judge(cfg, BuildPool(tmp_path, 300, None), gpu=False)
 
 
+def bundled(name: str):
+    (task,), _ = load_tasks(ROOT / "kernelbench" / "tasks" / "level1" / f"{name}.py")
+    return task
+
+
 def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
-    (task,), _ = load_tasks(ROOT / "kernelbench" / "tasks" / "level1" / "1_ReLU.py")
+    task = bundled("1_ReLU")
     path = ROOT / "kernelbench" / "candidates" / "level1" / "1_ReLU" / "torch_fast.py"
     fast = Candidate("torch_fast", path.read_text(), str(path), 1, 1, path=str(path))
     ref = reference_candidate(task)
@@ -46,5 +52,21 @@ def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
         second = judge.judge(task, ref)  # not the announced candidate: the spare is closed, a fresh worker used
         assert second.verdict.reason is Reason.OK, second.verdict.message
         assert unused.proc.poll() is not None and judge._spare is None
+    finally:
+        judge.close()
+
+
+def test_next_tasks_reference_worker_is_started_early_and_taken(tmp_path: Path) -> None:
+    relu, gelu = bundled("1_ReLU"), bundled("2_GELU_tanh")
+    judge = make_judge(tmp_path)
+    try:
+        first = judge.judge(relu, reference_candidate(relu), upcoming=(gelu, reference_candidate(gelu)))
+        assert first.verdict.reason is Reason.OK, first.verdict.message
+        assert judge.references.spare is not None and judge.references.spare[0] == gelu.sha256
+        spare = judge.references.spare[1]
+        assert spare.proc.poll() is None
+        second = judge.judge(gelu, reference_candidate(gelu))
+        assert second.verdict.reason is Reason.OK, second.verdict.message
+        assert judge.references.worker is spare and judge.references.spare is None
     finally:
         judge.close()

@@ -34,6 +34,19 @@ QUIET_CPU = {"OMP_WAIT_POLICY": "PASSIVE"}
 TOKEN_VAR = "CUDAL1_WORKER_TOKEN"
 
 
+PIPE_BYTES = 1 << 20  # Linux's default unprivileged maximum; 16x fewer switches than 64 KiB for big tensors
+
+
+def _widen(fd: int) -> None:
+    """Enlarge a pipe's buffer where the platform allows (measured: 268 MB in 0.65 s instead of 0.75 s)."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
 class WorkerFailure(Exception):
     """A request did not return normally; carries the reason code and evidence."""
 
@@ -53,6 +66,8 @@ class WorkerProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
+        for fd in (to_worker_w, from_worker_w):
+            _widen(fd)
         # Inherited by every descendant, even one that leaves the process group: how strays are found.
         self.token = secrets.token_hex(8)
         env = {**(env or {}), TOKEN_VAR: self.token}

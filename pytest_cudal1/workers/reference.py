@@ -28,13 +28,14 @@ class ReferenceWorker:
         self.timing_inputs: runtime.TimingInputs | None = None
         self.last_output: Any = None
         self.flush = runtime.Flusher(self.device)
-        self.idle_tail = runtime.idle_tail_ms(self.device)
+        self.idle_tail = 0.0
         self.trial_inputs: list[Any] = []
         self.expected: Any = None
         self.native: Any = None
         self.native_error = 0.0  # largest |native - float64| seen: the reference's own rounding error
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.idle_tail = runtime.idle_tail_ms(self.device)  # here: the worker may start while others use the GPU
         module = types.ModuleType("cudal1_reference_task")
         exec(compile(body["source"], body["origin"], "exec"), module.__dict__)  # noqa: S102 - trusted task source
         for name in ("Model", "get_inputs", "get_init_inputs"):
