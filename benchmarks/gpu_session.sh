@@ -41,7 +41,7 @@ for phase in "$@"; do
                 --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >>"$stage/kernelbench.log" 2>&1 ;;
         kbrefs)
             python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-L1}" \
-                --cudal1-trials=3 --cudal1-time-budget=2 \
+                --cudal1-trials=3 --cudal1-time-budget=1.5 \
                 --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >"$stage/kbrefs.log" 2>&1 ;;
         cheats)
             python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -37,7 +38,7 @@ class Task:
     def id(self) -> str:
         return f"L{self.level}/{self.name}" if self.level is not None else self.name
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -39,12 +40,13 @@ class Candidate:
     path: str | None = None  # the real file, when it has one (Triton needs a file)
     task: Task | None = None  # the reference it carries itself (release records)
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
-    @property
+    @functools.cached_property
     def backend(self) -> str:
+        """Parsed once: markers, builds, availability and the record all ask."""
         return detect_backend(self.source)
 
 

@@ -25,7 +25,6 @@ Conventions, also stated in the page:
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import datetime as _dt
 import json
@@ -79,21 +78,13 @@ def is_cheat(code: str) -> bool:
 
 
 def kernels_of(record: JudgedRecord) -> list[str]:
-    """Kernel names seen while the candidate ran, when the record carries them."""
-    kernels = getattr(record, "kernels", None) or record.verdict.evidence.get("kernels") or []
-    if isinstance(kernels, str):
-        return [kernels]
-    return [str(k) for k in kernels] if isinstance(kernels, (list, tuple)) else []
+    """Kernel names seen while the candidate ran (LIBRARY_ONLY verdicts also carry them as evidence)."""
+    return [str(k) for k in record.kernels or record.verdict.evidence.get("kernels") or []]
 
 
 def record_from(obj: JudgedRecord | Mapping[str, Any]) -> JudgedRecord:
-    """A record from a record or its ``to_json()`` dict; ``kernels`` survives either way."""
-    if isinstance(obj, JudgedRecord):
-        return obj
-    record = JudgedRecord.from_json(copy.deepcopy(dict(obj)))  # from_json pops from nested dicts: keep the caller's
-    if "kernels" in obj and not hasattr(record, "kernels"):
-        record.kernels = obj["kernels"]  # type: ignore[attr-defined]  # field not in this schema yet
-    return record
+    """A record from a record or its ``to_json()`` dict (which ``from_json`` leaves untouched)."""
+    return obj if isinstance(obj, JudgedRecord) else JudgedRecord.from_json(obj)
 
 
 _SIDE = re.compile(r"^(?P<item>.*)\[(?P<side>reference|candidate)\]$")

@@ -330,16 +330,14 @@ WATCHED_METHODS = {
 
 def _watched() -> dict[str, Any]:
     import inspect
-    import sys
-    import time as time_mod
 
     objs: dict[str, Any] = {
         "torch.allclose": torch.allclose, "torch.isclose": torch.isclose, "torch.equal": torch.equal,
         "torch.testing.assert_close": torch.testing.assert_close,
         "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
         "torch.no_grad": torch.no_grad,
-        "time.perf_counter": time_mod.perf_counter, "time.perf_counter_ns": time_mod.perf_counter_ns,
-        "time.monotonic": time_mod.monotonic, "time.time": time_mod.time,
+        "time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns,
+        "time.monotonic": time.monotonic, "time.time": time.time,
         "os.write": os.write,
     }
     for cls, names in WATCHED_METHODS.items():

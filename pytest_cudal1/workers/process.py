@@ -38,7 +38,7 @@ PIPE_BYTES = 1 << 20  # Linux's default unprivileged maximum; 16x fewer switches
 
 
 def _widen(fd: int) -> None:
-    """Enlarge a pipe's buffer where the platform allows (measured: 268 MB in 0.65 s instead of 0.75 s)."""
+    """Enlarge a pipe's buffer where the platform allows (``benchmarks/pipe_throughput.py``: a modest gain)."""
     try:
         import fcntl
 

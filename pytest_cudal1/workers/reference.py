@@ -3,7 +3,8 @@
 It executes the task source in a namespace of its own, builds ``Model`` from
 ``get_init_inputs()`` under the run's seed, draws inputs from recipes, computes
 reference outputs in float64 (and in the task's own dtype, whose error against
-float64 calibrates the tolerance), and times the reference.
+float64 calibrates the tolerance), compares the candidate's outputs (relayed by
+the controller) against them here, on its device, and times the reference.
 """
 
 from __future__ import annotations
