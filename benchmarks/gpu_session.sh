@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU runs behind benchmarks/results/, in phases that fit one device call each:
 #   bash benchmarks/gpu_session.sh PHASE [PHASE ...]
-# PHASE: tests (GPU-marked tests), bundled (the bundled set), kernelbench (level-1 candidates),
-# kbrefs (the level-1 references judged as candidates), cheats (the red-team release), timing
-# (benchmarks/timing_quality.py). KB_SELECT, a pytest -k expression, picks KernelBench items; TQ_ONLY the
-# timing sections.
+# PHASE: tests (GPU-marked tests), suite (the whole red-team suite, CPU cases on CUDA too), bundled (the
+# bundled set), kernelbench (level-1 candidates), kbrefs (the level-1 references judged as candidates),
+# cheats (the red-team release), timing (benchmarks/timing_quality.py). KB_SELECT, a pytest -k
+# expression, picks KernelBench items; SUITE_K the red-team tests; TQ_ONLY the timing sections. probe:
+# benchmarks/precision_probe.py.
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
 # for Numba, a numpy wheel the image's numba accepts in .whl/. Writes everything under $OUT.
@@ -31,6 +32,11 @@ for phase in "$@"; do
     case "$phase" in
         tests)
             python3 -m pytest tests -m gpu -q -p no:cacheprovider -rs >"$stage/tests-gpu.log" 2>&1 ;;
+        suite)
+            python3 -m pytest tests/cheats tests/test_plugin_collection.py -q -p no:cacheprovider -rs \
+                -k "${SUITE_K:-not nothing}" >>"$stage/tests-suite.log" 2>&1 ;;
+        probe)
+            python3 benchmarks/precision_probe.py --out "$stage/precision-probe.json" >"$stage/precision-probe.log" 2>&1 ;;
         bundled)
             python3 -m pytest --cudal1 "${common[@]}" --cudal1-ledger="$stage/bundled-ledger.jsonl" \
                 --cudal1-html="$stage/bundled-report.html" --benchmark-json="$stage/bundled-benchmark.json" \
@@ -48,7 +54,7 @@ for phase in "$@"; do
                 --cudal1-ledger="$stage/release-ledger.jsonl" >"$stage/release.log" 2>&1 ;;
         timing)
             python3 benchmarks/timing_quality.py --tasks .device/kb_l1.jsonl --out "$stage/timing-quality.json" \
-                --only "${TQ_ONLY:-precision,accuracy,side_stream,overhead,end_to_end}" \
+                --only "${TQ_ONLY:-precision,accuracy,side_stream,overhead,end_to_end}" ${TQ_ARGS:-} \
                 >"$stage/timing-quality.log" 2>&1 ;;
         *) echo "unknown phase $phase" ;;
     esac

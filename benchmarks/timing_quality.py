@@ -6,8 +6,9 @@ and the side-stream case are skipped):
     python benchmarks/timing_quality.py --tasks PATH/problems.jsonl --out results.json
 
 - precision: one kernel timed in 10 independent paired measurements in one
-  run; spread of the 10 medians, (max - min) / median, for a ~15 us and a
-  ~120 us kernel (one elementwise kernel each, so the GPU, not Python, sets the time);
+  run; spread of the 10 medians, (max - min) / median, for a ~18 us and a
+  ~127 us kernel (one elementwise kernel each), with short-kernel calls
+  replayed as a CUDA graph (the default) and eagerly, beside a bare loop;
 - accuracy: the harness's median against the summed kernel durations the torch
   profiler reports for the same call (cold L2 in both), several level-1 tasks;
 - side stream: a matmul launched on a side stream, never joined, timed by the
@@ -106,29 +107,77 @@ class Pair:
         self.cand.close()
 
 
-def precision(workdir: Path) -> list[dict[str, Any]]:
+def precision(workdir: Path, pairs: int = 30, eager_too: bool = True) -> list[dict[str, Any]]:
+    """Each kernel 10 times on one pair of workers, short-kernel calls replayed as a CUDA graph (the default)
+    and eagerly; beside it the same kernel in a bare loop with no harness (the machine's own spread)."""
     rows = []
-    # One kernel each, GPU-bound: ~15 us (8M floats) and ~120 us (64M floats) on an H200.
+    # One kernel each, GPU-bound: ~18 us (8M floats) and ~127 us (64M floats) on an H200.
     for name, numel in (("elementwise_small", 1 << 23), ("elementwise_large", 1 << 26)):
         task = synthetic(name, numel)
-        pair = Pair(task, reference_candidate(task).source, workdir / name)
-        medians, states, runs = [], [], []
-        for i in range(10):
-            t = pair.measure(i, budget_s=2.0, min_pairs=20, max_pairs=200)
-            medians.append(t.candidate.median_ms)
-            states.append(t.gpu_state)
-            runs.append({"median_ms": t.candidate.median_ms, "iqr_ms": t.candidate.iqr_ms, "min_ms": t.candidate.min_ms,
-                         "n": t.candidate.n, "calls_per_sample": t.candidate.calls_per_sample,
-                         "reference_median_ms": t.reference.median_ms, "speedup": t.speedup, "warnings": t.warnings,
-                         "samples_ms": t.candidate.samples_ms})
-        pair.close()
-        med = statistics.median(medians)
-        kernel_ms = profiler_kernel_ms(task, workdir)[0] if environment.has_gpu() else None
-        rows.append({"kernel": name, "numel": numel, "median_ms": med, "medians_ms": medians,
-                     "profiler_kernel_ms": kernel_ms, "calls_per_sample": t.candidate.calls_per_sample,
-                     "spread": (max(medians) - min(medians)) / med, "runs": runs, "gpu_state_first": states[0],
-                     "gpu_state_last": states[-1]})
+        for graphs in ((True, False) if eager_too else (True,)) if environment.has_gpu() else (False,):
+            pair = Pair(task, reference_candidate(task).source, workdir / name)
+            medians, states, runs = [], [], []
+            for i in range(10):
+                t = pair.measure(i, budget_s=3.0 * pairs / 30, min_pairs=pairs, max_pairs=max(200, pairs),
+                                 graphs=graphs)
+                medians.append(t.candidate.median_ms)
+                states.append(t.gpu_state)
+                runs.append({"median_ms": t.candidate.median_ms, "iqr_ms": t.candidate.iqr_ms,
+                             "min_ms": t.candidate.min_ms, "n": t.candidate.n, "method": t.method,
+                             "reference_median_ms": t.reference.median_ms, "speedup": t.speedup,
+                             "warnings": t.warnings, "samples_ms": t.candidate.samples_ms,
+                             "reference_samples_ms": t.reference.samples_ms})
+            pair.close()
+            med = statistics.median(medians)
+            rows.append({"kernel": name, "numel": numel, "graphs": graphs, "median_ms": med, "medians_ms": medians,
+                         "calls_per_sample": t.candidate.calls_per_sample,
+                         "spread": (max(medians) - min(medians)) / med, "runs": runs, "gpu_state_first": states[0],
+                         "gpu_state_last": states[-1]})
+        if environment.has_gpu():
+            rows[-1]["profiler_kernel_ms"] = profiler_kernel_ms(task, workdir)[0]
+            rows[-1]["bare_loop"] = bare_loop(numel, t.candidate.calls_per_sample)
     return rows
+
+
+BARE_SCRIPT = textwrap.dedent("""
+    import json, sys, torch
+    numel, calls = int(sys.argv[1]), int(sys.argv[2])
+    x = torch.randn(numel, device="cuda")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    for _ in range(3):
+        x + 1.0
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        outs = [x + 1.0 for _ in range(calls)]
+    def sample(replay):
+        flush.random_(); torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(200_000); s.record()
+        if replay:
+            graph.replay()
+        else:
+            for _ in range(calls):
+                x + 1.0
+        e.record(); e.synchronize()
+        return s.elapsed_time(e) / calls
+    result = {}
+    for mode in ("eager", "graph"):
+        medians = []
+        for _ in range(10):
+            ts = sorted(sample(mode == "graph") for _ in range(30))
+            medians.append(ts[15])
+        result[mode] = {"medians_ms": medians, "spread": (max(medians) - min(medians)) / sorted(medians)[5]}
+    print(json.dumps(result))
+    """)
+
+
+def bare_loop(numel: int, calls: int) -> dict[str, Any]:
+    """The kernel timed with no harness: 10 runs of 30 samples, ``calls`` calls per sample, eager and graphed."""
+    out = subprocess.run([sys.executable, "-c", BARE_SCRIPT, str(numel), str(calls)], capture_output=True,
+                         text=True, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-500:]}
 
 
 PROFILE_SCRIPT = textwrap.dedent("""
@@ -251,6 +300,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="precision,accuracy,side_stream,overhead,end_to_end",
                     help="comma-separated sections to run")
+    ap.add_argument("--precision-pairs", type=int, default=30, help="fewest pairs in each precision run")
+    ap.add_argument("--graphs-only", action="store_true", help="precision: skip the eager comparison")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gpu = environment.has_gpu()
@@ -259,7 +310,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="cudal1-timing-"))
     result: dict[str, Any] = {"environment": environment.describe(), "date": time.strftime("%Y-%m-%d")}
     for name, fn in (
-        ("precision", lambda: precision(work)),
+        ("precision", lambda: precision(work, args.precision_pairs, not args.graphs_only)),
         ("accuracy", lambda: accuracy([by_name[n] for n in ACCURACY_TASKS if n in by_name], work) if gpu else []),
         ("side_stream", lambda: side_stream(by_name["1_Square_matrix_multiplication_"], work) if gpu else {}),
         ("overhead", lambda: overhead(work)),

@@ -116,7 +116,7 @@ class Judge:
         self.gpu = gpu
         self.references = ReferencePool(cfg)
         self._bandwidth: float | None = None
-        self._output_bytes = 0
+        self._output_bytes: int | None = 0  # None: the reference returns views of its inputs
         self._digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
         self._spare: tuple[tuple[str, str], WorkerProcess] | None = None  # started early for the next item
 
@@ -248,7 +248,7 @@ class Judge:
             rng = random.Random(cfg.seed ^ 0x7177)
             audit = functools.partial(self._check, reference, worker, "timed")
             record.timing = measure_pairs(reference, worker, cfg.timing, rng, audit, dict(self._digests))
-            floor = self._floor_ms(input_nbytes + self._output_bytes)
+            floor = None if self._output_bytes is None else self._floor_ms(input_nbytes + self._output_bytes)
             if floor is not None and record.timing.candidate.median_ms < floor:
                 return Verdict(Reason.BELOW_ROOFLINE,
                                f"candidate took {record.timing.candidate.median_ms:.4g} ms; moving its inputs and "
@@ -263,7 +263,7 @@ class Judge:
                                    f"{again.speedup:.2f}x {_ci(again)} when re-measured",
                                    {"first": record.timing.speedup, "second": again.speedup,
                                     "first_ci": record.timing.speedup_ci, "second_ci": again.speedup_ci})
-                record.timing = again
+                record.timing = min(record.timing, again, key=lambda t: t.speedup)  # the lower one counts
             phase("timing")
             after_timing()
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
@@ -348,7 +348,8 @@ class Judge:
                 raise _Fatal(fatal[0]) from None
             if recipe.family != "task" and ref["nonfinite"]:
                 reject()
-            self._output_bytes = sum(ref["output_nbytes"])
+            # A reference that returns a view of its inputs moves no bytes: no floor then.
+            self._output_bytes = None if ref["aliases_input"] else sum(ref["output_nbytes"])
             repeats = 2 if recipe.family == "task" else 1  # the task's own inputs run twice: races show
             for attempt in range(repeats):
                 try:
@@ -416,9 +417,15 @@ class _Phases:
         self.last = now
 
 
+# Two measurements of one speedup agree within this factor. Not tighter: between runs on a GPU a noisy
+# reference drifts by more than one run's interval (H200: an honest LayerNorm at 15.2x, then 11.8x).
+REPRODUCE_FACTOR = 1.5
+
+
 def reproduced(first: PairedTiming, second: PairedTiming) -> bool:
-    """Two measurements agree: within 10% of each other, or with overlapping 95% intervals."""
-    if abs(second.speedup - first.speedup) <= 0.1 * first.speedup:
+    """Two measurements agree: within ``REPRODUCE_FACTOR`` of each other, or with overlapping 95% intervals."""
+    low, high = sorted((first.speedup, second.speedup))
+    if high <= REPRODUCE_FACTOR * low:
         return True
     return first.speedup_ci[0] <= second.speedup_ci[1] and second.speedup_ci[0] <= first.speedup_ci[1]
 

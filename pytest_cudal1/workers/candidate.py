@@ -43,7 +43,7 @@ class CandidateWorker:
         self.watch = guards.TamperWatch()
         self.module: Any = None
         self.model: torch.nn.Module | None = None
-        self.timing_inputs: runtime.TimingInputs | None = None
+        self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
 
     def state_flags(self) -> list[dict[str, str]]:
@@ -118,18 +118,28 @@ class CandidateWorker:
         return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else guards.fingerprint(out)}
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
-        self.timing_inputs = runtime.TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
+        inputs = runtime.TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
+        self.loop = runtime.TimedLoop(self._call, inputs)
+
+    def capture(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Capture the timed loop as a CUDA graph; its outputs are checked like any timed call's."""
+        assert self.loop is not None
+        self.loop.capture(int(body["calls"]))
+        return {"flags": self.state_flags()}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
-        assert self.timing_inputs is not None
-        sample, outs = runtime.timed_sample(self._call, self.timing_inputs, int(body["seed"]), int(body["calls"]),
-                                            self.device, self.flush, self.idle_tail, before=guards.reset_persisting_l2)
+        assert self.loop is not None
+        sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device,
+                                            self.flush, self.idle_tail, before=guards.reset_persisting_l2,
+                                            graph=bool(body.get("graph")))
         flags = []
         lazy = next((why for why in map(guards.lazy_outputs, outs) if why), None)
         if lazy:
             flags.append(flag("LAZY_OUTPUT", lazy))
         else:
-            seen = guards.storage_ptrs(self.last_output) if self.last_output is not None else set()
+            # A graph writes the same buffers on every replay; within one sample the calls still need their own.
+            earlier = self.last_output is not None and not sample["graph"]
+            seen = guards.storage_ptrs(self.last_output) if earlier else set()
             for o in outs:
                 ptrs = guards.storage_ptrs(o)
                 if ptrs & seen:
@@ -154,8 +164,8 @@ class CandidateWorker:
             return []
         from torch.profiler import ProfilerActivity, profile
 
-        assert self.timing_inputs is not None
-        inputs = self.timing_inputs.take(1, 1)[0]
+        assert self.loop is not None
+        inputs = self.loop.inputs.take(1, 1)[0]
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             self._call(inputs)
             runtime.sync(self.device)
@@ -173,6 +183,7 @@ def main() -> None:
         "build": worker.build,
         "run": worker.run,
         "prepare_timing": worker.prepare_timing,
+        "capture": worker.capture,
         "time": worker.time,
         "output": worker.output,
         "peak_memory": worker.peak_memory,

@@ -26,7 +26,7 @@ class ReferenceWorker:
         self.module: types.ModuleType | None = None
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
-        self.timing_inputs: runtime.TimingInputs | None = None
+        self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
         self.flush = runtime.Flusher(self.device)
         self.idle_tail = 0.0
@@ -108,25 +108,28 @@ class ReferenceWorker:
         assert self.module is not None
         torch.manual_seed(int(body["seed"]))
         base = draw_inputs(self.module.get_inputs, None, self.device)
-        self.timing_inputs = runtime.TimingInputs(base, self.device)
+        self.loop = runtime.TimedLoop(self._timed_call, runtime.TimingInputs(base, self.device))
         return {"input_nbytes": sum(t.numel() * t.element_size() for t in guards.tensors(base))}
 
     def timing_base(self, _body: Any) -> list[Any]:
         """The base of the timed inputs, for the controller to relay to the candidate."""
-        assert self.timing_inputs is not None
-        return self.timing_inputs.base
+        assert self.loop is not None
+        return self.loop.inputs.base
+
+    def _timed_call(self, inputs: list[Any]) -> Any:
+        assert self.model is not None
+        with torch.no_grad():
+            return self.model(*inputs)
+
+    def capture(self, body: dict[str, Any]) -> None:
+        assert self.loop is not None
+        self.loop.capture(int(body["calls"]))
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
-        assert self.model is not None
-        model = self.model
-
-        def call(inputs: list[Any]) -> Any:
-            with torch.no_grad():
-                return model(*inputs)
-
-        sample, outs = runtime.timed_sample(
-            call, self.timing_inputs, int(body["seed"]), int(body["calls"]), self.device, self.flush, self.idle_tail,
-            before=guards.reset_persisting_l2)
+        assert self.loop is not None
+        sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
+                                            self.idle_tail, before=guards.reset_persisting_l2,
+                                            graph=bool(body.get("graph")))
         sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
         self.last_output = outs[-1]
         return sample
@@ -174,6 +177,7 @@ def main() -> None:
         "check": worker.check,
         "prepare_timing": worker.prepare_timing,
         "timing_base": worker.timing_base,
+        "capture": worker.capture,
         "time": worker.time,
         "bandwidth": worker.bandwidth,
     })

@@ -25,6 +25,7 @@ _perf_counter_ns = time.perf_counter_ns
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _gpu_sleep = torch.cuda._sleep
+_graph_replay = torch.cuda.CUDAGraph.replay
 
 # A spin kernel queued before the start event (~100 us at 2 GHz): the GPU waits while the host queues the
 # first launches, so the region starts at the first kernel, not at the host's Python overhead.
@@ -95,10 +96,13 @@ class Flusher:
         if device.startswith("cuda"):
             l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20) or (64 << 20))
             self.buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+            # Its own generator: the default one is left unusable by a failed graph capture (H200, torch 2.11:
+            # "Offset increment outside graph capture encountered unexpectedly").
+            self.generator = torch.Generator(device=device)
 
     def __call__(self) -> None:
         if self.buffer is not None:
-            self.buffer.random_()
+            self.buffer.random_(generator=self.generator)
 
 
 class TimingInputs:
@@ -121,10 +125,21 @@ class TimingInputs:
 
     def take(self, seed: int, calls: int) -> list[list[Any]]:
         """``calls`` input sets with fresh values, the first one following the last sample's."""
-        while len(self.sets) < calls + 1:
-            self.sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in self.base])
+        self._allocate(calls + 1)
         chosen = [self.sets[(self.next + i) % len(self.sets)] for i in range(calls)]
         self.next = (self.next + calls) % len(self.sets)
+        return self._refill(chosen, seed)
+
+    def fixed(self, seed: int, calls: int) -> list[list[Any]]:
+        """The first ``calls`` sets, refilled in place: the buffers a captured CUDA graph reads."""
+        self._allocate(calls)
+        return self._refill(self.sets[:calls], seed)
+
+    def _allocate(self, n: int) -> None:
+        while len(self.sets) < n:
+            self.sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in self.base])
+
+    def _refill(self, chosen: list[list[Any]], seed: int) -> list[list[Any]]:
         for i, inputs in enumerate(chosen):
             gen = torch.Generator(device=self.device)
             gen.manual_seed(seed * 1009 + i)
@@ -135,6 +150,95 @@ class TimingInputs:
                 elif isinstance(x, torch.Tensor):
                     target.copy_(x)
         return chosen
+
+
+def _free_default_generator() -> None:
+    """Give the default CUDA generator a fresh state after a failed capture.
+
+    A capture marks the default generator as capturing and only a successful end unmarks it;
+    otherwise its next use fails ("Offset increment outside graph capture encountered
+    unexpectedly", torch 2.11), in the harness's code and the model's alike.
+    """
+    generator = torch.cuda.default_generators[torch.cuda.current_device()]
+    fresh = torch.Generator(device="cuda")
+    fresh.manual_seed(generator.initial_seed())
+    try:
+        generator.graphsafe_set_state(fresh)
+    except (AttributeError, RuntimeError):  # an older torch: its generator keeps no capture state
+        pass
+
+
+class TimedLoop:
+    """What one sample runs: ``calls`` forward calls on fresh inputs, eagerly or as one CUDA graph replay.
+
+    Short kernels are timed as graph replays when both sides can be captured: a replay is
+    one launch, so the GPU runs the calls back to back however slowly Python issues them
+    (eagerly, a ~15 us kernel is paced by the host's ~15-20 us per call, and the time
+    measures the host). The graph's calls read the same fixed input sets, refilled in place
+    with new values before every replay, so its outputs are still checked per call.
+    Candidate code runs only while the graph is captured; whatever it did not put into
+    the graph (host work, unjoined streams, a cache lookup) is missing from the replay.
+    The controller checks one replay before timing and falls back to eager calls when it
+    fails (``timing._capture``).
+    """
+
+    def __init__(self, call: Callable[[list[Any]], Any], inputs: TimingInputs) -> None:
+        self.call = call
+        self.inputs = inputs
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.graph_outs: list[Any] = []
+        self.graph_calls = 0
+
+    def capture(self, calls: int) -> None:
+        """Capture ``calls`` calls on the fixed input sets (after one eager pass on a side stream).
+
+        Captured on a stream of its own, with the stream restored even when the capture fails, so
+        the worker can go on to time the calls eagerly.
+        """
+        sets = self.inputs.fixed(0, calls)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        # Lazy initialization and autotuning happen here, outside the capture; a call that waits for the
+        # GPU (``.item()``, ``bool(tensor)``) raises here instead of breaking the capture.
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            with torch.cuda.stream(side):
+                for args in sets:
+                    self.call(args)
+        except RuntimeError as exc:
+            if "synchronizing" not in str(exc):
+                raise
+            raise RuntimeError(f"its calls synchronize with the host ({str(exc)[:120]})") from None
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        _cuda_synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(side):
+            graph.capture_begin()
+            try:
+                outs = [self.call(args) for args in sets]
+            except BaseException:
+                try:
+                    graph.capture_end()  # ends the (invalidated) capture; its own error says less
+                except RuntimeError:
+                    pass
+                graph.reset()
+                _free_default_generator()
+                raise
+            graph.capture_end()
+        _graph_replay(graph)  # the first replay uploads the graph: keep it out of the first sample
+        _cuda_synchronize()
+        self.graph, self.graph_outs, self.graph_calls = graph, outs, calls
+
+    def prepare(self, seed: int, calls: int, graph_wanted: bool) -> tuple[Callable[[], list[Any]], bool]:
+        """Refill the inputs for one sample (outside the timed region); return what the region runs
+        and whether it is a graph replay (only if asked for: the controller times both sides alike)."""
+        graph = self.graph
+        if graph_wanted and graph is not None and calls == self.graph_calls:
+            self.inputs.fixed(seed, calls)
+            return (lambda: (_graph_replay(graph), self.graph_outs)[1]), True
+        batches = self.inputs.take(seed, calls)
+        return (lambda: [self.call(args) for args in batches]), False
 
 
 def _round_trip_ms(device: str) -> float:
@@ -164,10 +268,9 @@ def idle_tail_ms(device: str, n: int = 21) -> float:
 TAIL_SLACK_MS = 0.05
 
 
-def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: int, calls: int,
-                 device: str, flush: Flusher, idle_tail: float = 0.0,
-                 before: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], list[Any]]:
-    """One sample: ``calls`` forward calls on fresh inputs inside one measured region.
+def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flusher, idle_tail: float = 0.0,
+                 before: Callable[[], None] = lambda: None, graph: bool = False) -> tuple[dict[str, Any], list[Any]]:
+    """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``).
 
     On CUDA: a short spin kernel (the hold), start event, the calls, end event on the
     current stream, device-wide synchronize, then a tail event. The hold keeps the
@@ -182,8 +285,7 @@ def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: i
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
-    batches = inputs.take(seed, calls)
-    outs = []
+    run, graphed = loop.prepare(seed, calls, graph)
     before()
     flush()
     sync(device)
@@ -194,8 +296,7 @@ def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: i
         held.record()
         _gpu_sleep(HOLD_CYCLES)
         start.record()
-        for args in batches:
-            outs.append(call(args))
+        outs = run()
         end.record()
         sync(device)
         tail.record()
@@ -207,11 +308,11 @@ def timed_sample(call: Callable[[list[Any]], Any], inputs: TimingInputs, seed: i
         t1 -= int(held.elapsed_time(start) * 1e6)  # the host clock, less the hold the harness queued
     else:
         t0 = _perf_counter_ns()
-        for args in batches:
-            outs.append(call(args))
+        outs = run()
         t1 = _perf_counter_ns()
         event_ms = None
-    return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls, "escaped_ms": escaped}, outs
+    return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls, "escaped_ms": escaped,
+            "graph": graphed}, outs
 
 
 def to_device(values: list[Any], device: str) -> list[Any]:

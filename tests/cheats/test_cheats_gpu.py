@@ -1,9 +1,11 @@
 """GPU-only planted cheats and controls: side streams (torch, CuPy), CUDA graphs, scoped TF32, stale device
-memory, the persisting-L2 limit, Numba, the profiler's kernel list and the custom-kernel track.
+memory, the persisting-L2 limit, Numba, the profiler's kernel list, the custom-kernel track, and the
+CUDA-graph replay that times short kernels.
 
 Skipped without CUDA (the groups are never started then). The task is a
 4096^3 float32 matmul, about 2 ms on an H200: long enough that a side stream's
-work is still running when forward returns.
+work is still running when forward returns. The graph-replay cases use the
+tiny ReLU task, whose calls are batched and replayed as a CUDA graph.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ pytestmark = pytest.mark.gpu
 
 OK = "OK"
 MM = "11_GpuMatmul"
+RELU = "1_ReluScale"
 
 CASES: list[Case] = [
     planted(MM, "stream_escape_sleep", "STREAM_ESCAPE", group="gpu-streams"),
@@ -34,6 +37,9 @@ CASES: list[Case] = [
     planted(MM, "triton_matmul", OK, group="gpu-custom-only"),
     planted(MM, "cuda_graph_replay", "LIBRARY_ONLY", group="gpu-custom-only",
             why="probe: a graph that replays cuBLAS kernels still ran only library kernels"),
+    planted(RELU, "honest", OK, group="gpu-graphs"),
+    planted(RELU, "graph_capture_detect", OK, group="gpu-graphs", why="gains nothing: timed eagerly, where honest"),
+    planted(RELU, "graph_uncapturable_sync", OK, group="gpu-graphs"),
 ]
 
 GROUPS = groups_from(CASES, extra={"gpu-custom-only": ("--cudal1-custom-kernels-only",)}, gpu=True)
@@ -73,3 +79,14 @@ def test_profiler_sees_only_library_kernels_for_torch_matmul(judged) -> None:
 
     rec = lookup(judged.get(GROUPS["gpu-streams"]), "torch_matmul", MM)
     assert rec["kernels"] and not custom_kernels(rec["kernels"]), rec["kernels"]
+
+
+@pytest.mark.parametrize("name, method", [
+    pytest.param("honest", "replayed as one CUDA graph", id="graphed"),
+    pytest.param("graph_uncapturable_sync", "eager (no CUDA graph: candidate could not be captured", id="eager"),
+    pytest.param("graph_capture_detect", "eager (no CUDA graph: the candidate's replayed graph failed", id="checked"),
+])
+@pytest.mark.judge_group(GROUPS["gpu-graphs"])
+def test_short_kernels_replay_a_graph_or_say_why_not(name: str, method: str, judged) -> None:
+    rec = lookup(judged.get(GROUPS["gpu-graphs"]), name, RELU)
+    assert method in rec["timing"]["method"], rec["timing"]["method"]

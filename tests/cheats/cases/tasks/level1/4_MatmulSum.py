@@ -1,4 +1,8 @@
-"""Red-team task: the sum of all entries of A @ B (2 MiB of inputs; admits an exact O(n^2) shortcut)."""
+"""Red-team task: the sum of all entries of A @ B (admits an exact O(n^2) shortcut).
+
+2 MiB of inputs on the CPU; on a GPU 4096 x 4096 (128 MiB), where a 512 x 512 matmul takes a few
+microseconds and the shortcut's half-dozen small kernels would not be faster.
+"""
 import torch
 import torch.nn as nn
 
@@ -11,7 +15,7 @@ class Model(nn.Module):
         return torch.matmul(A, B).sum()
 
 
-N = 512
+N = 4096 if torch.cuda.is_available() else 512
 
 
 def get_inputs():

@@ -1,0 +1,65 @@
+"""The timing engine's decision rules, on numbers measured on the H200, and its input sets on CPU tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_cudal1.judge import reproduced
+from pytest_cudal1.reasons import Reason
+from pytest_cudal1.records import PairedTiming, TimingSummary
+from pytest_cudal1.timing import AuditFailure, _check_clocks
+from pytest_cudal1.workers.runtime import TimedLoop, TimingInputs
+
+
+def paired(speedup: float, ci: tuple[float, float]) -> PairedTiming:
+    side = TimingSummary(median_ms=1.0, iqr_ms=0.0, min_ms=1.0, mean_ms=1.0, n=10, clock="cuda_event")
+    return PairedTiming(side, side, speedup, ci, 10, "", "converged")
+
+
+def test_drift_between_runs_reproduces_but_a_fourfold_drop_does_not() -> None:
+    # The H200's honest LayerNorm in CuPy: 15.2x, then 11.8x, disjoint intervals.
+    assert reproduced(paired(15.22, (13.64, 15.91)), paired(11.80, (11.12, 13.13)))
+    assert not reproduced(paired(40.0, (38.0, 42.0)), paired(10.0, (9.5, 10.5)))
+
+
+def test_one_delayed_sample_is_no_timer_mismatch() -> None:
+    # (host - event, event) per call: one sample held back 0.4 ms by another process's kernels.
+    cand = [(0.01, 0.24)] * 9 + [(0.40, 0.24)]
+    ref = [(0.01, 2.7)] * 10
+    _check_clocks({"candidate": cand, "reference": ref})
+
+
+def test_a_host_clock_far_past_the_events_is_a_timer_mismatch() -> None:
+    cand = [(0.60, 0.24)] * 10
+    ref = [(0.01, 2.7)] * 10
+    with pytest.raises(AuditFailure) as caught:
+        _check_clocks({"candidate": cand, "reference": ref})
+    assert caught.value.verdict.reason is Reason.TIMER_MISMATCH
+    assert "0.6 ms per call" in caught.value.verdict.message
+
+
+def test_the_reference_gap_is_the_yardstick() -> None:
+    # A loaded machine: both sides' host clocks run 0.5 ms past their events.
+    _check_clocks({"candidate": [(0.5, 0.1)] * 10, "reference": [(0.5, 0.2)] * 10})
+
+
+def test_fixed_input_sets_are_the_same_buffers_with_new_values() -> None:
+    inputs = TimingInputs([torch.randn(64), 3], "cpu")
+    first = [s[0].clone() for s in inputs.fixed(1, 4)]
+    ptrs = [s[0].data_ptr() for s in inputs.fixed(2, 4)]
+    again = inputs.fixed(2, 4)
+    assert ptrs == [s[0].data_ptr() for s in again]  # what a captured graph reads
+    assert all(s[1] == 3 for s in again)
+    assert not any(torch.equal(a, s[0]) for a, s in zip(first, again))
+
+
+def test_without_a_graph_the_loop_runs_eagerly_on_rotated_sets() -> None:
+    calls = []
+    loop = TimedLoop(lambda args: calls.append(args[0].data_ptr()) or args[0] * 2, TimingInputs([torch.ones(8)], "cpu"))
+    run, graphed = loop.prepare(seed=5, calls=3, graph_wanted=True)
+    outs = run()
+    assert not graphed and len(outs) == 3 and len(set(calls)) == 3
+    run2, _ = loop.prepare(seed=6, calls=3, graph_wanted=True)
+    run2()
+    assert calls[3] != calls[2]  # the next sample starts on the set after the last one used
