@@ -70,12 +70,7 @@ class ReferencePool:
             return self.worker
         self.close_current()
         spare, self.spare = self.spare, None
-        if spare is not None and spare[0] == task.sha256 and spare[1].proc.poll() is None:
-            self.worker = spare[1]
-        else:
-            if spare is not None:
-                spare[1].close()
-            self.worker = self._start(task)
+        self.worker = _claim(spare, task.sha256) or self._start(task)
         self.task_sha = task.sha256
         loaded = self.worker.request("load", {"source": task.source, "origin": task.origin, "seed": self.cfg.seed},
                                      self.cfg.compile_timeout)
@@ -93,6 +88,16 @@ class ReferencePool:
         if self.spare is not None:
             self.spare[1].close()
             self.spare = None
+
+
+def _claim(spare: tuple[Any, WorkerProcess] | None, key: Any) -> WorkerProcess | None:
+    """The spare worker if it was started for ``key`` and still runs; any other spare is closed."""
+    if spare is None:
+        return None
+    if spare[0] == key and spare[1].proc.poll() is None:
+        return spare[1]
+    spare[1].close()
+    return None
 
 
 class _Mismatch(Exception):
@@ -147,11 +152,7 @@ class Judge:
 
     def _take_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
         spare, self._spare = self._spare, None
-        if spare is not None:
-            if spare[0] == (task.id, candidate.sha256) and spare[1].proc.poll() is None:
-                return spare[1]
-            spare[1].close()
-        return self._start_worker(task, candidate)
+        return _claim(spare, (task.id, candidate.sha256)) or self._start_worker(task, candidate)
 
     def unavailable(self, candidate: Candidate) -> str | None:
         """Why this machine cannot run the candidate's backend, or None."""

@@ -48,9 +48,6 @@ class Raw:
         self.tree = tree
         self.buffers = buffers
 
-    def nbytes(self) -> int:
-        return sum(len(b) for b in self.buffers)
-
 
 class Unsupported:
     """Marks an output value of a type the wire does not carry (e.g. a tensor subclass)."""
