@@ -4,7 +4,8 @@
 # PHASE: tests (GPU-marked tests), suite (the whole red-team suite, CPU cases on CUDA too), bundled (the
 # bundled set), kernelbench (level-1 candidates), kbrefs (the level-1 references judged as candidates),
 # cheats (the red-team release), timing (benchmarks/timing_quality.py). KB_SELECT, a pytest -k
-# expression, picks KernelBench items; SUITE_K the red-team tests; TQ_ONLY the timing sections. probe:
+# expression, picks KernelBench items; SUITE_K the red-team tests; TQ_ONLY the timing sections; PROBE_ARGS
+# the probe's arguments (e.g. --variants realloc,refill_tail). probe:
 # benchmarks/precision_probe.py.
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
@@ -36,7 +37,7 @@ for phase in "$@"; do
             python3 -m pytest tests/cheats tests/test_plugin_collection.py -q -p no:cacheprovider -rs \
                 -k "${SUITE_K:-not nothing}" >>"$stage/tests-suite.log" 2>&1 ;;
         probe)
-            python3 benchmarks/precision_probe.py --out "$stage/precision-probe.json" >"$stage/precision-probe.log" 2>&1 ;;
+            python3 benchmarks/precision_probe.py --out "$stage/precision-probe.json" ${PROBE_ARGS:-} >"$stage/precision-probe.log" 2>&1 ;;
         bundled)
             python3 -m pytest --cudal1 "${common[@]}" --cudal1-ledger="$stage/bundled-ledger.jsonl" \
                 --cudal1-html="$stage/bundled-report.html" --benchmark-json="$stage/bundled-benchmark.json" \

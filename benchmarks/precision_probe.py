@@ -13,7 +13,10 @@ the harness's steps to the bare loop one at a time, each as 10 runs of 30 sample
 - ``refill_partner``: and a second process doing the same in lockstep, as the other
   worker of a pair does;
 - ``realloc``: refill, with new buffers and a new graph for every run, as the harness's
-  re-capture per measurement gets (where the buffers land in memory may set the speed).
+  re-capture per measurement gets (where the buffers land in memory may set the speed);
+- ``refill_tail``: refill, the partner in lockstep, and each sample's own tail past an idle round trip added to it,
+  as ``runtime.timed_sample`` did before the controller added the run's median instead
+  (a host that wakes late from the synchronize then reads as a slow sample).
 
     python benchmarks/precision_probe.py --out probe.json
 """
@@ -32,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 KERNELS = {"elementwise_small": (1 << 23, 41), "elementwise_large": (1 << 26, 8)}
-VARIANTS = ("bare", "refill", "refill_reset_l2", "refill_nvml", "refill_partner", "realloc")
+VARIANTS = ("bare", "refill", "refill_reset_l2", "refill_nvml", "refill_partner", "realloc", "refill_tail")
 
 
 class Loop:
@@ -53,6 +56,10 @@ class Loop:
         with torch.cuda.graph(self.graph):
             self.outs = [x + 1.0 for x in self.sets]
         self.seed = 0
+        from pytest_cudal1.workers import runtime
+
+        self.runtime = runtime
+        self.idle_tail = runtime.idle_tail_ms("cuda")
 
     def refill(self) -> None:
         torch = self.torch
@@ -78,6 +85,14 @@ class Loop:
         start.record()
         self.graph.replay()
         end.record()
+        if variant == "refill_tail":
+            runtime, tail = self.runtime, torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            tail.record()
+            tail.synchronize()
+            allowance = max(self.idle_tail, min(runtime._round_trip_ms("cuda"),
+                                                2 * self.idle_tail + runtime.TAIL_SLACK_MS))
+            return (start.elapsed_time(end) + max(0.0, end.elapsed_time(tail) - allowance)) / len(self.sets)
         end.synchronize()
         if variant == "refill_nvml":
             from pytest_cudal1 import environment
@@ -93,21 +108,21 @@ def partner(numel: int, calls: int, conn: Any) -> None:
         conn.send(loop.sample("refill"))
 
 
-def probe(numel: int, calls: int) -> dict[str, Any]:
+def probe(numel: int, calls: int, variants: list[str]) -> dict[str, Any]:
     loop = Loop(numel, calls)
     ctx = mp.get_context("spawn")
     ours, theirs = ctx.Pipe()
     proc = ctx.Process(target=partner, args=(numel, calls, theirs))
     proc.start()
     result = {}
-    for variant in VARIANTS:
+    for variant in variants:
         medians, p10s = [], []
         for _ in range(10):
             if variant == "realloc":
                 loop = Loop(numel, calls)
             samples = []
             for _ in range(30):
-                if variant == "refill_partner":
+                if variant in ("refill_partner", "refill_tail"):
                     ours.send(True)
                     ours.recv()
                 samples.append(loop.sample("refill" if variant in ("refill_partner", "realloc") else variant))
@@ -126,8 +141,10 @@ def probe(numel: int, calls: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
     args = ap.parse_args()
-    out = {name: {"numel": numel, "calls": calls, **probe(numel, calls)} for name, (numel, calls) in KERNELS.items()}
+    variants = args.variants.split(",")
+    out = {name: {"numel": numel, "calls": calls, **probe(numel, calls, variants)} for name, (numel, calls) in KERNELS.items()}
     Path(args.out).write_text(json.dumps(out, indent=1))
 
 

@@ -6,7 +6,8 @@ clock and thermal drift hit both sides alike. Inside each worker a sample is:
 L2 flush, device-wide synchronize, a short spin kernel while the host queues
 the first launch, start event, the calls, end event,
 device-wide synchronize, and work still running on other streams after the end
-event added from the synchronize's tail (``runtime.timed_sample``). The speedup is the median of
+event measured from the synchronize's tail (``runtime.timed_sample``) and added
+as the run's median (``counted_ms``). The speedup is the median of
 per-pair ratios with a bootstrap 95% interval; measuring stops when that
 interval is within ``target_rel_ci`` of the median (after ``min_pairs``), when
 ``max_pairs`` is reached, or when the time budget runs out (after at least
@@ -96,6 +97,23 @@ def _sample_ms(sample: dict[str, Any]) -> tuple[float, str]:
     return float(sample["host_ms"]), "perf_counter"
 
 
+def counted_ms(samples: list[tuple[float, float]], calls: int) -> list[float]:
+    """Per-call times from (time per call, escaped ms per sample), with the run's median escape added to each.
+
+    The median, not each sample's own: the host sometimes wakes late from the synchronize
+    (a preempted vCPU, 30-100 us on the H200 machine), which reads as escaped work in a few
+    samples, while work a candidate leaves running on another stream escapes in most of them.
+    One that escapes in fewer than half its samples moves the median of ratios by no more than
+    the spread of its other samples.
+    """
+    extra = statistics.median(e for _, e in samples) / calls
+    return [t + extra for t, _ in samples]
+
+
+def _ratios(raw: dict[str, list[tuple[float, float]]], calls: int) -> list[float]:
+    return [r / max(c, 1e-9) for r, c in zip(counted_ms(raw["reference"], calls), counted_ms(raw["candidate"], calls))]
+
+
 def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rtol: float = 1e-3) -> bool:
     """Per-tensor digests (numel, sum, sum|x|, sum x^2) agree within ``rtol`` of their scale."""
     if len(cand) != len(ref):
@@ -155,7 +173,6 @@ def measure_pairs(
     checks = _CallChecks(seen_digests if seen_digests is not None else {})
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
     gaps: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (host - event, event) per call
-    escaped: list[float] = []
     warm_ref = []
     for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
         seed = rng.getrandbits(31)
@@ -166,10 +183,10 @@ def measure_pairs(
             raise AuditFailure(bad, -1)
     ref_warm = statistics.median(warm_ref)
     calls = 1 if ref_warm >= cfg.short_ms else min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
-    graph, eager_because = False, ""
+    graph, eager_because, placements = False, "", 0
     if calls > 1 and cfg.graphs and ref_sample.get("event_ms") is not None:
-        eager_because = _capture(reference, candidate, calls, cfg.call_timeout * calls + 60)
-        if not eager_because:  # one untimed replay, checked: a graph that lost work falls back to eager calls
+        eager_because, placements = _capture(reference, candidate, calls, cfg.call_timeout * calls + 60)
+        for _ in range(placements):  # an untimed replay of each capture, checked: one that lost work means eager calls
             seed = rng.getrandbits(31)
             ref_sample = timed(reference, seed, calls, True)[0]
             bad = checks(-1, timed(candidate, seed, calls, True)[0], ref_sample)
@@ -177,11 +194,10 @@ def measure_pairs(
                 raise AuditFailure(bad, -1)
             if bad is not None:
                 eager_because = f"the candidate's replayed graph failed the output check ({bad.reason.value})"
+                break
         graph = not eager_because
 
-    ref_ms: list[float] = []
-    cand_ms: list[float] = []
-    ratios: list[float] = []
+    raw: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (ms per call, escaped ms)
     states = [environment.gpu_state()]
     clock = "perf_counter"
     started = time.monotonic()
@@ -195,28 +211,28 @@ def measure_pairs(
         for worker in order:
             sample, wall_ms = timed(worker, seed, calls, graph)
             ms, clock = _sample_ms(sample)
+            escaped = float(sample.get("escaped_ms") or 0.0)
             if float(sample["host_ms"]) * calls > wall_ms * 1.05 + 0.05:
                 raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, f"{worker.role} reported {sample['host_ms']:.4g} ms "
                                            f"per call, longer than the controller's {wall_ms / calls:.4g} ms"), pair)
             samples[worker.role] = sample
             if sample.get("event_ms") is not None:
-                event = float(sample["event_ms"])
+                event = ms + escaped / calls
                 gaps[worker.role].append((float(sample["host_ms"]) - event, event))
             overheads[worker.role].append(wall_ms - float(sample["host_ms"]) * calls)
-            (ref_ms if worker is reference else cand_ms).append(ms)
-            if worker is candidate:
-                escaped.append(float(sample.get("escaped_ms") or 0.0))
+            raw[worker.role].append((ms, escaped))
         states.append(environment.gpu_state())
         bad = checks(pair, samples["candidate"], samples["reference"])
         if bad is not None:
             raise AuditFailure(bad, pair)
-        ratios.append(ref_ms[-1] / max(cand_ms[-1], 1e-9))
-        last = pair == cfg.max_pairs - 1
+        pairs = pair + 1
+        last = pairs == cfg.max_pairs
         out_of_time = time.monotonic() - started > cfg.budget_s
-        if (len(ratios) >= cfg.min_pairs and len(ratios) % 5 == 0) or (out_of_time and len(ratios) >= MIN_PAIRS):
+        if (pairs >= cfg.min_pairs and pairs % 5 == 0) or (out_of_time and pairs >= MIN_PAIRS):
+            ratios = _ratios(raw, calls)
             ci = bootstrap_median_ci(ratios, rng)
             med = statistics.median(ratios)
-            if len(ratios) >= cfg.min_pairs and (ci[1] - ci[0]) / 2 <= cfg.target_rel_ci * med:
+            if pairs >= cfg.min_pairs and (ci[1] - ci[0]) / 2 <= cfg.target_rel_ci * med:
                 stopped, last = "converged", True
             elif out_of_time:
                 stopped, last = "budget", True
@@ -227,6 +243,7 @@ def measure_pairs(
         if last:
             break
     _check_clocks(gaps)
+    ref_ms, cand_ms, ratios = counted_ms(raw["reference"], calls), counted_ms(raw["candidate"], calls), _ratios(raw, calls)
     unreported = statistics.median(overheads["candidate"]) - statistics.median(overheads["reference"])
     wall_per_sample = statistics.median(cand_ms) * calls + statistics.median(overheads["candidate"])
     if unreported > max(UNREPORTED_MS, UNREPORTED_SHARE * wall_per_sample):
@@ -234,18 +251,18 @@ def measure_pairs(
             Reason.TIMER_MISMATCH,
             f"the controller's clock saw {unreported:.3g} ms more per sample around the candidate than its reported "
             f"time explains (reference's harness overhead as the yardstick)",
-            {"unreported_ms": unreported, "candidate_reported_ms": statistics.median(cand_ms)}), len(ratios) - 1)
-    if math.isnan(ci[0]):
+            {"unreported_ms": unreported, "candidate_reported_ms": statistics.median(cand_ms)}), pairs - 1)
+    if math.isnan(ci[0]) or stopped == "max_pairs":  # the last interval may predate the last pairs
         ci = bootstrap_median_ci(ratios, rng)
     warnings = _state_warnings(states)
-    escaped_ms = statistics.median(escaped)
+    escaped_ms = statistics.median(e for _, e in raw["candidate"])
     if escaped_ms > max(ESCAPED_WARN_MS, ESCAPED_WARN_SHARE * statistics.median(cand_ms) * calls):
         warnings.append(f"work on other streams ran {escaped_ms:.4g} ms per sample past the call's "
                         "return on its stream; counted in the candidate's time")
     method = ("cuda events, L2 flushed, other streams' tail counted" if clock == "cuda_event" else "host perf_counter")
     method += ", rotated input sets with fresh values per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
     if graph:
-        method += ", replayed as one CUDA graph"
+        method += f", replayed as one CUDA graph ({placements} captures with buffers of their own, rotated)"
     elif eager_because:
         method += f", eager (no CUDA graph: {eager_because})"
     return PairedTiming(
@@ -279,8 +296,9 @@ def _check_clocks(gaps: dict[str, list[tuple[float, float]]]) -> None:
         raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, message, evidence), len(gaps["candidate"]) - 1)
 
 
-def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, timeout: float) -> str:
-    """Have both workers capture their timed loop as a CUDA graph; '' if both did, else why not.
+def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, timeout: float) -> tuple[str, int]:
+    """Have both workers capture their timed loop as CUDA graphs: ('', the reference's number of
+    captures) if both did, else (why not, 0).
 
     A side that cannot be captured (a host sync, a CPU fallback) is timed eagerly, and so is the
     other, so both are measured the same way. So is a candidate whose replayed graph gives wrong
@@ -288,16 +306,20 @@ def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, tim
     checked as always, are what it is judged on. A candidate that dies or hangs while captured
     fails as it would in any call; flags its capture raised (tampering, changed settings) fail it too.
     """
+    placements = 0
     for worker in (reference, candidate):
         try:
             reply = worker.request("capture", {"calls": calls}, timeout)
         except WorkerFailure as exc:
             if worker.proc.poll() is not None:
                 raise
-            return f"{worker.role} could not be captured: {exc.message[:200]}"
-        for f in (reply or {}).get("flags", []):
+            return f"{worker.role} could not be captured: {exc.message[:200]}", 0
+        reply = reply if isinstance(reply, dict) else {}
+        for f in reply.get("flags", []):
             raise AuditFailure(Verdict(Reason(f["code"]), f"while capturing a CUDA graph: {f['detail']}"), -1)
-    return ""
+        if worker is reference:  # trusted; a candidate capture beyond it is still checked in every timed call
+            placements = int(reply["placements"])
+    return "", placements
 
 
 def _state_summary(states: list[dict[str, Any]]) -> dict[str, Any]:

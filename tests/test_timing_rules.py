@@ -8,7 +8,7 @@ import torch
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import PairedTiming, TimingSummary
-from pytest_cudal1.timing import AuditFailure, _check_clocks
+from pytest_cudal1.timing import AuditFailure, _check_clocks, counted_ms
 from pytest_cudal1.workers.runtime import TimedLoop, TimingInputs
 
 
@@ -42,6 +42,17 @@ def test_a_host_clock_far_past_the_events_is_a_timer_mismatch() -> None:
 def test_the_reference_gap_is_the_yardstick() -> None:
     # A loaded machine: both sides' host clocks run 0.5 ms past their events.
     _check_clocks({"candidate": [(0.5, 0.1)] * 10, "reference": [(0.5, 0.2)] * 10})
+
+
+def test_a_few_late_wake_ups_are_not_counted_as_escaped_work() -> None:
+    # (ms per call, escaped ms per sample), 40 calls per sample: 3 of 30 samples with a 60 us late tail.
+    samples = [(0.0178, 0.0)] * 27 + [(0.0178, 0.06)] * 3
+    assert counted_ms(samples, 40) == [0.0178] * 30
+
+
+def test_work_escaping_in_most_samples_is_added_to_every_sample() -> None:
+    samples = [(0.5, 2.0)] * 8 + [(0.5, 0.0)] * 2  # a side stream's 2 ms, seen in 8 of 10 samples
+    assert counted_ms(samples, 1) == pytest.approx([2.5] * 10)
 
 
 def test_fixed_input_sets_are_the_same_buffers_with_new_values() -> None:

@@ -122,10 +122,10 @@ class CandidateWorker:
         self.loop = runtime.TimedLoop(self._call, inputs)
 
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Capture the timed loop as a CUDA graph; its outputs are checked like any timed call's."""
+        """Capture the timed loop as CUDA graphs; their outputs are checked like any timed call's."""
         assert self.loop is not None
-        self.loop.capture(int(body["calls"]))
-        return {"flags": self.state_flags()}
+        placements = self.loop.capture(int(body["calls"]))
+        return {"flags": self.state_flags(), "placements": placements}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None

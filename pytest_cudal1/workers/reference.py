@@ -121,9 +121,9 @@ class ReferenceWorker:
         with torch.no_grad():
             return self.model(*inputs)
 
-    def capture(self, body: dict[str, Any]) -> None:
+    def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        self.loop.capture(int(body["calls"]))
+        return {"placements": self.loop.capture(int(body["calls"]))}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None

@@ -26,10 +26,19 @@ _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _gpu_sleep = torch.cuda._sleep
 _graph_replay = torch.cuda.CUDAGraph.replay
+_memory_reserved = torch.cuda.memory_reserved
+_mem_get_info = torch.cuda.mem_get_info
 
 # A spin kernel queued before the start event (~100 us at 2 GHz): the GPU waits while the host queues the
 # first launches, so the region starts at the first kernel, not at the host's Python overhead.
 HOLD_CYCLES = 200_000
+
+# Graph-replayed samples rotate among this many captures of the same calls, each with input sets and
+# outputs of its own: a kernel's time depends on where its buffers land (on the H200 a streaming kernel's
+# median moved by up to 3% from one capture to the next, and stayed put within one), so one capture
+# would be a single draw. The captures may take this share of the device's free memory.
+PLACEMENTS = 8
+PLACEMENT_MEMORY_SHARE = 0.25
 
 
 def pick_device() -> str:
@@ -130,10 +139,13 @@ class TimingInputs:
         self.next = (self.next + calls) % len(self.sets)
         return self._refill(chosen, seed)
 
-    def fixed(self, seed: int, calls: int) -> list[list[Any]]:
-        """The first ``calls`` sets, refilled in place: the buffers a captured CUDA graph reads."""
-        self._allocate(calls)
-        return self._refill(self.sets[:calls], seed)
+    def fixed(self, seed: int, calls: int, first: int = 0) -> list[list[Any]]:
+        """Sets ``first`` to ``first + calls - 1``, refilled in place: the buffers a captured CUDA graph reads."""
+        self._allocate(first + calls)
+        return self._refill(self.sets[first:first + calls], seed)
+
+    def set_bytes(self) -> int:
+        return sum(x.numel() * x.element_size() for x in self.base if isinstance(x, torch.Tensor))
 
     def _allocate(self, n: int) -> None:
         while len(self.sets) < n:
@@ -174,28 +186,29 @@ class TimedLoop:
     Short kernels are timed as graph replays when both sides can be captured: a replay is
     one launch, so the GPU runs the calls back to back however slowly Python issues them
     (eagerly, a ~15 us kernel is paced by the host's ~15-20 us per call, and the time
-    measures the host). The graph's calls read the same fixed input sets, refilled in place
-    with new values before every replay, so its outputs are still checked per call.
-    Candidate code runs only while the graph is captured; whatever it did not put into
+    measures the host). Each graph's calls read fixed input sets, refilled in place with
+    new values before every replay, so its outputs are still checked per call; samples
+    rotate among up to ``PLACEMENTS`` captures with buffers of their own.
+    Candidate code runs only while a graph is captured; whatever it did not put into
     the graph (host work, unjoined streams, a cache lookup) is missing from the replay.
-    The controller checks one replay before timing and falls back to eager calls when it
-    fails (``timing._capture``).
+    The controller checks a replay of each capture before timing and falls back to eager
+    calls when one fails (``timing._capture``).
     """
 
     def __init__(self, call: Callable[[list[Any]], Any], inputs: TimingInputs) -> None:
         self.call = call
         self.inputs = inputs
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.graph_outs: list[Any] = []
+        self.graphs: list[tuple[torch.cuda.CUDAGraph, list[Any]]] = []  # (graph, its calls' outputs)
         self.graph_calls = 0
+        self.turn = 0
 
-    def capture(self, calls: int) -> None:
-        """Capture ``calls`` calls on the fixed input sets (after one eager pass on a side stream).
+    def capture(self, calls: int) -> int:
+        """Capture ``calls`` calls as graphs, after one eager pass on a side stream; returns how many.
 
-        Captured on a stream of its own, with the stream restored even when the capture fails, so
-        the worker can go on to time the calls eagerly.
+        Captured on a stream of their own, with the stream restored even when a capture fails,
+        so the worker can go on to time the calls eagerly. As many captures as ``PLACEMENTS``
+        and the device's free memory allow, each on input sets of its own.
         """
-        sets = self.inputs.fixed(0, calls)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         # Lazy initialization and autotuning happen here, outside the capture; a call that waits for the
@@ -203,7 +216,7 @@ class TimedLoop:
         torch.cuda.set_sync_debug_mode("error")
         try:
             with torch.cuda.stream(side):
-                for args in sets:
+                for args in self.inputs.fixed(0, calls):
                     self.call(args)
         except RuntimeError as exc:
             if "synchronizing" not in str(exc):
@@ -212,6 +225,24 @@ class TimedLoop:
         finally:
             torch.cuda.set_sync_debug_mode("default")
         _cuda_synchronize()
+        self.graphs, self.turn = [], 0
+        try:
+            reserved = _memory_reserved()
+            self.graphs.append(self._capture_one(self.inputs.fixed(0, calls), side))
+            per_placement = _memory_reserved() - reserved + calls * self.inputs.set_bytes()
+            wanted = min(PLACEMENTS, int(PLACEMENT_MEMORY_SHARE * _mem_get_info()[0] / max(per_placement, 1)))
+            for k in range(1, wanted):
+                self.graphs.append(self._capture_one(self.inputs.fixed(0, calls, first=k * calls), side))
+        except BaseException:
+            self.graphs = []
+            raise
+        for graph, _ in self.graphs:
+            _graph_replay(graph)  # the first replay uploads the graph: keep it out of the first sample
+        _cuda_synchronize()
+        self.graph_calls = calls
+        return len(self.graphs)
+
+    def _capture_one(self, sets: list[list[Any]], side: torch.cuda.Stream) -> tuple[torch.cuda.CUDAGraph, list[Any]]:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(side):
             graph.capture_begin()
@@ -226,17 +257,17 @@ class TimedLoop:
                 _free_default_generator()
                 raise
             graph.capture_end()
-        _graph_replay(graph)  # the first replay uploads the graph: keep it out of the first sample
-        _cuda_synchronize()
-        self.graph, self.graph_outs, self.graph_calls = graph, outs, calls
+        return graph, outs
 
     def prepare(self, seed: int, calls: int, graph_wanted: bool) -> tuple[Callable[[], list[Any]], bool]:
         """Refill the inputs for one sample (outside the timed region); return what the region runs
         and whether it is a graph replay (only if asked for: the controller times both sides alike)."""
-        graph = self.graph
-        if graph_wanted and graph is not None and calls == self.graph_calls:
-            self.inputs.fixed(seed, calls)
-            return (lambda: (_graph_replay(graph), self.graph_outs)[1]), True
+        if graph_wanted and self.graphs and calls == self.graph_calls:
+            k = self.turn % len(self.graphs)
+            self.turn += 1
+            graph, outs = self.graphs[k]
+            self.inputs.fixed(seed, calls, first=k * calls)
+            return (lambda: (_graph_replay(graph), outs)[1]), True
         batches = self.inputs.take(seed, calls)
         return (lambda: [self.call(args) for args in batches]), False
 
@@ -277,11 +308,11 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
     GPU busy while the host queues the first launch, so host launch latency stays out
     of the time (the profiler's view of the same kernels). ``end`` comes before the
     synchronize so the host's wake-up (tens of microseconds, jittery) stays out too.
-    Work left on any other stream is still counted: it delays the synchronize, so the
-    tail (``end`` to the tail event) outgrows a round trip measured right after, in the
-    same state, with nothing running (allowed between ``idle_tail``, measured before
-    the candidate loaded, and ``2 * idle_tail + TAIL_SLACK_MS``); the excess is added
-    and reported as ``escaped_ms``.
+    Work left on any other stream delays the synchronize, so the tail (``end`` to the
+    tail event) outgrows a round trip measured right after, in the same state, with
+    nothing running (allowed between ``idle_tail``, measured before the candidate
+    loaded, and ``2 * idle_tail + TAIL_SLACK_MS``); the excess is ``escaped_ms``, which
+    the controller adds to the run's samples (``timing.counted_ms``).
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
@@ -304,7 +335,7 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
         t1 = _perf_counter_ns()
         allowance = max(idle_tail, min(_round_trip_ms(device), 2 * idle_tail + TAIL_SLACK_MS))
         escaped = max(0.0, end.elapsed_time(tail) - allowance)
-        event_ms = (start.elapsed_time(end) + escaped) / calls
+        event_ms = start.elapsed_time(end) / calls
         t1 -= int(held.elapsed_time(start) * 1e6)  # the host clock, less the hold the harness queued
     else:
         t0 = _perf_counter_ns()
