@@ -110,8 +110,10 @@ def counted_ms(samples: list[tuple[float, float]], calls: int) -> list[float]:
     return [t + extra for t, _ in samples]
 
 
-def _ratios(raw: dict[str, list[tuple[float, float]]], calls: int) -> list[float]:
-    return [r / max(c, 1e-9) for r, c in zip(counted_ms(raw["reference"], calls), counted_ms(raw["candidate"], calls))]
+def _counted(raw: dict[str, list[tuple[float, float]]], calls: int) -> tuple[list[float], list[float], list[float]]:
+    """Both sides' counted times (``counted_ms``) and the per-pair ratios, reference over candidate."""
+    ref_ms, cand_ms = counted_ms(raw["reference"], calls), counted_ms(raw["candidate"], calls)
+    return ref_ms, cand_ms, [r / max(c, 1e-9) for r, c in zip(ref_ms, cand_ms)]
 
 
 def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rtol: float = 1e-3) -> bool:
@@ -229,7 +231,7 @@ def measure_pairs(
         last = pairs == cfg.max_pairs
         out_of_time = time.monotonic() - started > cfg.budget_s
         if (pairs >= cfg.min_pairs and pairs % 5 == 0) or (out_of_time and pairs >= MIN_PAIRS):
-            ratios = _ratios(raw, calls)
+            ratios = _counted(raw, calls)[2]
             ci = bootstrap_median_ci(ratios, rng)
             med = statistics.median(ratios)
             if pairs >= cfg.min_pairs and (ci[1] - ci[0]) / 2 <= cfg.target_rel_ci * med:
@@ -243,7 +245,7 @@ def measure_pairs(
         if last:
             break
     _check_clocks(gaps)
-    ref_ms, cand_ms, ratios = counted_ms(raw["reference"], calls), counted_ms(raw["candidate"], calls), _ratios(raw, calls)
+    ref_ms, cand_ms, ratios = _counted(raw, calls)
     unreported = statistics.median(overheads["candidate"]) - statistics.median(overheads["reference"])
     wall_per_sample = statistics.median(cand_ms) * calls + statistics.median(overheads["candidate"])
     if unreported > max(UNREPORTED_MS, UNREPORTED_SHARE * wall_per_sample):

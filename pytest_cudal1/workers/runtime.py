@@ -209,6 +209,7 @@ class TimedLoop:
         so the worker can go on to time the calls eagerly. As many captures as ``PLACEMENTS``
         and the device's free memory allow, each on input sets of its own.
         """
+        sets = self.inputs.fixed(0, calls)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         # Lazy initialization and autotuning happen here, outside the capture; a call that waits for the
@@ -216,7 +217,7 @@ class TimedLoop:
         torch.cuda.set_sync_debug_mode("error")
         try:
             with torch.cuda.stream(side):
-                for args in self.inputs.fixed(0, calls):
+                for args in sets:
                     self.call(args)
         except RuntimeError as exc:
             if "synchronizing" not in str(exc):
@@ -228,7 +229,7 @@ class TimedLoop:
         self.graphs, self.turn = [], 0
         try:
             reserved = _memory_reserved()
-            self.graphs.append(self._capture_one(self.inputs.fixed(0, calls), side))
+            self.graphs.append(self._capture_one(sets, side))
             per_placement = _memory_reserved() - reserved + calls * self.inputs.set_bytes()
             wanted = min(PLACEMENTS, int(PLACEMENT_MEMORY_SHARE * _mem_get_info()[0] / max(per_placement, 1)))
             for k in range(1, wanted):
