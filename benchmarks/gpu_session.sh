@@ -3,10 +3,11 @@
 #   bash benchmarks/gpu_session.sh PHASE [PHASE ...]
 # PHASE: tests (GPU-marked tests), suite (the whole red-team suite, CPU cases on CUDA too), bundled (the
 # bundled set), kernelbench (level-1 candidates), kbrefs (the level-1 references judged as candidates),
-# cheats (the red-team release), timing (benchmarks/timing_quality.py). KB_SELECT, a pytest -k
-# expression, picks KernelBench items; SUITE_K the red-team tests; TQ_ONLY the timing sections; PROBE_ARGS
-# the probe's arguments (e.g. --variants realloc,refill_tail). probe:
-# benchmarks/precision_probe.py.
+# cheats (the red-team release), timing (benchmarks/timing_quality.py), probe
+# (benchmarks/precision_probe.py). Settings: KB_SELECT, a pytest -k expression, picks KernelBench items;
+# KB_BUDGET, the references' timing budget in seconds (1.5); KB_ARGS, more options for both (e.g.
+# --cudal1-timing-processes=3); SUITE_K the red-team tests; TQ_ONLY the
+# timing sections; PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
 # for Numba, a numpy wheel the image's numba accepts in .whl/. Writes everything under $OUT.
@@ -45,10 +46,10 @@ for phase in "$@"; do
         kernelbench)
             python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-not torch_fast}" \
                 --cudal1-candidates=benchmarks/candidates/kernelbench_l1 --cudal1-trials=3 --cudal1-time-budget=1.5 \
-                --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >>"$stage/kernelbench.log" 2>&1 ;;
+                ${KB_ARGS:-} --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >>"$stage/kernelbench.log" 2>&1 ;;
         kbrefs)
             python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-L1}" \
-                --cudal1-trials=3 --cudal1-time-budget=1.5 \
+                --cudal1-trials=3 --cudal1-time-budget="${KB_BUDGET:-1.5}" ${KB_ARGS:-} \
                 --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >"$stage/kbrefs.log" 2>&1 ;;
         cheats)
             python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \

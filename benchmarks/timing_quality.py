@@ -6,9 +6,10 @@ and the side-stream case are skipped):
     python benchmarks/timing_quality.py --tasks PATH/problems.jsonl --out results.json
 
 - precision: one kernel timed in 10 independent paired measurements in one
-  run; spread of the 10 medians, (max - min) / median, for a ~18 us and a
-  ~127 us kernel (one elementwise kernel each), with short-kernel calls
-  replayed as a CUDA graph (the default) and eagerly, beside a bare loop;
+  run; spread of the 10 medians, (max - min) / median, for a ~18 us, a
+  ~127 us and a ~1.5 ms kernel (one elementwise kernel each), with short-kernel
+  calls replayed as a CUDA graph (the default) and eagerly, beside a bare loop;
+  each run's speedup of the kernel over itself and its interval;
 - accuracy: the harness's median against the summed kernel durations the torch
   profiler reports for the same call (cold L2 in both), several level-1 tasks;
 - side stream: a matmul launched on a side stream, never joined, timed by the
@@ -111,10 +112,13 @@ def precision(workdir: Path, pairs: int = 30, eager_too: bool = True) -> list[di
     """Each kernel 10 times on one pair of workers, short-kernel calls replayed as a CUDA graph (the default)
     and eagerly; beside it the same kernel in a bare loop with no harness (the machine's own spread)."""
     rows = []
-    # One kernel each, GPU-bound: ~18 us (8M floats) and ~127 us (64M floats) on an H200.
-    for name, numel in (("elementwise_small", 1 << 23), ("elementwise_large", 1 << 26)):
+    # One kernel each, GPU-bound: ~18 us (8M floats), ~127 us (64M floats) and, GPU only, ~1.5 ms (768M
+    # floats: one eager call a sample, nothing to replay) on an H200.
+    gpu = environment.has_gpu()
+    kernels = [("elementwise_small", 1 << 23, True), ("elementwise_large", 1 << 26, True)]
+    for name, numel, short in kernels + ([("elementwise_eager", 3 << 28, False)] if gpu else []):
         task = synthetic(name, numel)
-        for graphs in ((True, False) if eager_too else (True,)) if environment.has_gpu() else (False,):
+        for graphs in ((True, False) if eager_too and short else (True,)) if gpu else (False,):
             pair = Pair(task, reference_candidate(task).source, workdir / name)
             medians, states, runs = [], [], []
             for i in range(10):
@@ -125,6 +129,7 @@ def precision(workdir: Path, pairs: int = 30, eager_too: bool = True) -> list[di
                 runs.append({"median_ms": t.candidate.median_ms, "iqr_ms": t.candidate.iqr_ms,
                              "min_ms": t.candidate.min_ms, "n": t.candidate.n, "method": t.method,
                              "reference_median_ms": t.reference.median_ms, "speedup": t.speedup,
+                             "speedup_ci": t.speedup_ci,
                              "warnings": t.warnings, "samples_ms": t.candidate.samples_ms,
                              "reference_samples_ms": t.reference.samples_ms})
             pair.close()
@@ -133,7 +138,7 @@ def precision(workdir: Path, pairs: int = 30, eager_too: bool = True) -> list[di
                          "calls_per_sample": t.candidate.calls_per_sample,
                          "spread": (max(medians) - min(medians)) / med, "runs": runs, "gpu_state_first": states[0],
                          "gpu_state_last": states[-1]})
-        if environment.has_gpu():
+        if gpu:
             rows[-1]["profiler_kernel_ms"] = profiler_kernel_ms(task, workdir)[0]
             rows[-1]["bare_loop"] = bare_loop(numel, t.candidate.calls_per_sample)
     return rows

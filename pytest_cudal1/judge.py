@@ -25,7 +25,7 @@ from pytest_cudal1.recipes import Recipe, recipe_strategy
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import reward_for
 from pytest_cudal1.static_scan import scan
-from pytest_cudal1.timing import AuditFailure, TimingConfig, measure_pairs
+from pytest_cudal1.timing import AuditFailure, TimingConfig, measure_pairs, pool_runs
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 CPU_ONLY_BACKENDS = ("cpp",)
@@ -44,6 +44,7 @@ class JudgeConfig:
     custom_kernels_only: bool = False
     peak_bandwidth_gbs: float | None = None  # None: measured on the GPU, no floor on the CPU
     remeasure_above: float = 10.0
+    timing_processes: int = 1  # worker-process pairs each candidate is timed in (``timing.pool_runs``)
 
 
 class ReferencePool:
@@ -55,6 +56,7 @@ class ReferencePool:
         self.worker: WorkerProcess | None = None
         self.init_inputs: list[Any] = []
         self.spare: tuple[str, WorkerProcess] | None = None  # (task sha, worker) started for the next task
+        self.replicas: list[WorkerProcess] = []  # more reference workers of the task, for timing in several pairs
 
     def _start(self, task: Task) -> WorkerProcess:
         safe = task.id.replace("/", "_")
@@ -77,10 +79,23 @@ class ReferencePool:
         self.init_inputs = loaded["init_inputs"]
         return self.worker
 
+    def replica(self, task: Task, i: int) -> WorkerProcess:
+        """Reference worker ``i`` (1, 2, ...) of the current task, loaded: another process to time in."""
+        assert self.task_sha == task.sha256
+        if i <= len(self.replicas) and self.replicas[i - 1].proc.poll() is not None:
+            self.replicas.pop(i - 1).close()
+        while len(self.replicas) < i:
+            worker = self._start(task)
+            worker.request("load", {"source": task.source, "origin": task.origin, "seed": self.cfg.seed},
+                           self.cfg.compile_timeout)
+            self.replicas.append(worker)
+        return self.replicas[i - 1]
+
     def close_current(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-        self.worker, self.task_sha = None, None
+        for worker in [self.worker, *self.replicas]:
+            if worker is not None:
+                worker.close()
+        self.worker, self.task_sha, self.replicas = None, None, []
 
     def close(self) -> None:
         """The current worker and any spare."""
@@ -211,6 +226,70 @@ class Judge:
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
              record: JudgedRecord, phase: "_Phases", after_timing: Callable[[], None]) -> Verdict:
         cfg = self.cfg
+        bad = self._load(worker, candidate, record, phase)
+        if bad is not None:
+            return bad
+        bad = self._check_trials(task, reference, worker, record)
+        phase("trials")
+        if bad is not None:
+            return bad
+
+        if not self.gpu:
+            self.builds.wait_idle()
+        pairs, replica_strays = [(reference, worker)], []
+        try:
+            input_nbytes = self._prepare_timing(reference, worker)
+            for i in range(1, cfg.timing_processes):
+                pairs.append((self.references.replica(task, i), self._start_worker(task, candidate)))
+                bad = self._load(pairs[-1][1], candidate, record)
+                if bad is not None:
+                    return Verdict(bad.reason, f"in timing process pair {i + 1}: {bad.message}", bad.evidence)
+                self._prepare_timing(*pairs[-1])
+            rng = random.Random(cfg.seed ^ 0x7177)
+            record.timing = self._measure(pairs, rng)
+            floor = None if self._output_bytes is None else self._floor_ms(input_nbytes + self._output_bytes)
+            if floor is not None and record.timing.candidate.median_ms < floor:
+                return Verdict(Reason.BELOW_ROOFLINE,
+                               f"candidate took {record.timing.candidate.median_ms:.4g} ms; moving its inputs and "
+                               f"outputs once at {self._bandwidth:.4g} GB/s takes {floor:.4g} ms",
+                               {"floor_ms": floor, "candidate_ms": record.timing.candidate.median_ms,
+                                "bandwidth_gbs": self._bandwidth})
+            if record.timing.speedup > cfg.remeasure_above:
+                again = self._measure(pairs, rng)
+                if not reproduced(record.timing, again):
+                    return Verdict(Reason.SPEEDUP_NOT_REPRODUCED,
+                                   f"speedup {record.timing.speedup:.2f}x {_ci(record.timing)}, then "
+                                   f"{again.speedup:.2f}x {_ci(again)} when re-measured",
+                                   {"first": record.timing.speedup, "second": again.speedup,
+                                    "first_ci": record.timing.speedup_ci, "second_ci": again.speedup_ci})
+                record.timing = min(record.timing, again, key=lambda t: t.speedup)  # the lower one counts
+            phase("timing")
+            after_timing()
+            record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
+            record.kernels = worker.request("profile", None, cfg.call_timeout)
+            phase("profile")
+        except AuditFailure as exc:
+            v = exc.verdict
+            return Verdict(v.reason, f"pair {exc.pair}: {v.message}", {**v.evidence, "pair": exc.pair})
+        except WorkerFailure as exc:
+            return Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence)
+        finally:
+            for _, replica in pairs[1:]:
+                replica_strays += replica.strays()
+                replica.close()
+        strays = worker.strays() + replica_strays
+        if strays:
+            return Verdict(Reason.DEFERRED_WORK, f"process(es) {strays[:5]} escaped the worker's process group and "
+                           "were still running after judging (killed)", {"pids": strays})
+        if cfg.custom_kernels_only and self.gpu and not custom_kernels(record.kernels):
+            return Verdict(Reason.LIBRARY_ONLY, f"only library kernels ran: {', '.join(record.kernels[:6])}",
+                           {"kernels": record.kernels})
+        return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
+
+    def _load(self, worker: WorkerProcess, candidate: Candidate, record: JudgedRecord,
+              phase: Callable[[str], None] = lambda _: None) -> Verdict | None:
+        """Import the candidate in its worker and build its ModelNew; a verdict if that failed."""
+        cfg = self.cfg
         try:
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
                                              "module_name": self.builds.module_name(candidate)}, cfg.compile_timeout)
@@ -235,54 +314,21 @@ class Judge:
         if built["flags"]:
             return _flag_verdict(built["flags"], "in ModelNew.__init__")
         phase("candidate_init")
-        bad = self._check_trials(task, reference, worker, record)
-        phase("trials")
-        if bad is not None:
-            return bad
+        return None
 
-        if not self.gpu:
-            self.builds.wait_idle()
-        try:
-            input_nbytes = reference.request("prepare_timing", {"seed": cfg.seed}, cfg.call_timeout)["input_nbytes"]
-            base = reference.request("timing_base", None, cfg.call_timeout, raw=True)
-            worker.request("prepare_timing", {"inputs": base}, cfg.call_timeout)
-            rng = random.Random(cfg.seed ^ 0x7177)
-            audit = functools.partial(self._check, reference, worker, "timed")
-            record.timing = measure_pairs(reference, worker, cfg.timing, rng, audit, dict(self._digests))
-            floor = None if self._output_bytes is None else self._floor_ms(input_nbytes + self._output_bytes)
-            if floor is not None and record.timing.candidate.median_ms < floor:
-                return Verdict(Reason.BELOW_ROOFLINE,
-                               f"candidate took {record.timing.candidate.median_ms:.4g} ms; moving its inputs and "
-                               f"outputs once at {self._bandwidth:.4g} GB/s takes {floor:.4g} ms",
-                               {"floor_ms": floor, "candidate_ms": record.timing.candidate.median_ms,
-                                "bandwidth_gbs": self._bandwidth})
-            if record.timing.speedup > cfg.remeasure_above:
-                again = measure_pairs(reference, worker, cfg.timing, rng, audit, dict(self._digests))
-                if not reproduced(record.timing, again):
-                    return Verdict(Reason.SPEEDUP_NOT_REPRODUCED,
-                                   f"speedup {record.timing.speedup:.2f}x {_ci(record.timing)}, then "
-                                   f"{again.speedup:.2f}x {_ci(again)} when re-measured",
-                                   {"first": record.timing.speedup, "second": again.speedup,
-                                    "first_ci": record.timing.speedup_ci, "second_ci": again.speedup_ci})
-                record.timing = min(record.timing, again, key=lambda t: t.speedup)  # the lower one counts
-            phase("timing")
-            after_timing()
-            record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
-            record.kernels = worker.request("profile", None, cfg.call_timeout)
-            phase("profile")
-        except AuditFailure as exc:
-            v = exc.verdict
-            return Verdict(v.reason, f"pair {exc.pair}: {v.message}", {**v.evidence, "pair": exc.pair})
-        except WorkerFailure as exc:
-            return Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence)
-        strays = worker.strays()
-        if strays:
-            return Verdict(Reason.DEFERRED_WORK, f"process(es) {strays[:5]} escaped the worker's process group and "
-                           "were still running after judging (killed)", {"pids": strays})
-        if cfg.custom_kernels_only and self.gpu and not custom_kernels(record.kernels):
-            return Verdict(Reason.LIBRARY_ONLY, f"only library kernels ran: {', '.join(record.kernels[:6])}",
-                           {"kernels": record.kernels})
-        return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
+    def _prepare_timing(self, reference: WorkerProcess, worker: WorkerProcess) -> int:
+        """Both workers of a pair get the reference's timing inputs; returns their bytes."""
+        timeout = self.cfg.call_timeout
+        prepared = reference.request("prepare_timing", {"seed": self.cfg.seed}, timeout)
+        worker.request("prepare_timing", {"inputs": reference.request("timing_base", None, timeout, raw=True)}, timeout)
+        return int(prepared["input_nbytes"])
+
+    def _measure(self, pairs: list[tuple[WorkerProcess, WorkerProcess]], rng: random.Random) -> PairedTiming:
+        """Paired timing in each pair of workers, the time budget shared; several runs are pooled."""
+        cfg = dataclasses.replace(self.cfg.timing, budget_s=self.cfg.timing.budget_s / len(pairs))
+        runs = [measure_pairs(ref, cand, cfg, rng, functools.partial(self._check, ref, cand, "timed"),
+                              dict(self._digests)) for ref, cand in pairs]
+        return runs[0] if len(runs) == 1 else pool_runs(runs, rng)
 
     def _replayed(self, cand_fp: Any, ref_fp: Any) -> str | None:
         """Did the candidate return the values of an earlier trial whose inputs (and reference) differed?"""

@@ -33,6 +33,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),
     ("max-pairs", "int", 200, "most timed pairs"),
     ("target-ci", "float", 0.02, "stop timing once the speedup's 95 percent interval is within this fraction"),
+    ("timing-processes", "int", 1, "time each candidate in this many (reference, candidate) worker-process pairs, "
+                                   "sharing the budget; the interval then covers the spread between processes"),
     ("eager-short", "bool", False, "time short kernels' batched calls eagerly, not as a replayed CUDA graph"),
     ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
     ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
@@ -218,6 +220,7 @@ class CudaL1Session:
                 custom_kernels_only=setting(self.config, "custom-kernels-only"),
                 peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
                 remeasure_above=setting(self.config, "remeasure-above"),
+                timing_processes=max(1, setting(self.config, "timing-processes")),
             )
             arch = environment.gpu_facts().get("compute_capability")
             self._judge = Judge(cfg, BuildPool(self.cache_dir, cfg.compile_timeout, arch), gpu)

@@ -9,7 +9,8 @@ from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import PairedTiming, TimingSummary
 from pytest_cudal1.timing import AuditFailure, _check_clocks, counted_ms
-from pytest_cudal1.workers.runtime import TimedLoop, TimingInputs
+from pytest_cudal1.workers import runtime
+from pytest_cudal1.workers.runtime import Flusher, TimedLoop, TimingInputs, timed_sample
 
 
 def paired(speedup: float, ci: tuple[float, float]) -> PairedTiming:
@@ -68,9 +69,50 @@ def test_fixed_input_sets_are_the_same_buffers_with_new_values() -> None:
 def test_without_a_graph_the_loop_runs_eagerly_on_rotated_sets() -> None:
     calls = []
     loop = TimedLoop(lambda args: calls.append(args[0].data_ptr()) or args[0] * 2, TimingInputs([torch.ones(8)], "cpu"))
+    loop.place(3, 2)
     run, graphed = loop.prepare(seed=5, calls=3, graph_wanted=True)
     outs = run()
     assert not graphed and len(outs) == 3 and len(set(calls)) == 3
     run2, _ = loop.prepare(seed=6, calls=3, graph_wanted=True)
     run2()
-    assert calls[3] != calls[2]  # the next sample starts on the set after the last one used
+    assert not set(calls[3:]) & set(calls[:3])  # the next sample runs on sets of its own
+
+
+def _eager_run(device: str, most: int, samples: int) -> tuple[int, set[int], set[int], int]:
+    """Eager samples of one call each: the placements set up, the input and output addresses the samples
+    saw, and how much the device memory reserved grew while they ran."""
+    inputs, outputs = set(), set()
+
+    def call(args: list[torch.Tensor]) -> torch.Tensor:
+        inputs.add(args[0].data_ptr())
+        return args[0] * 2
+
+    loop, flush = TimedLoop(call, TimingInputs([torch.ones(1 << 20, device=device)], device)), Flusher(device)
+    placements = loop.place(1, most)
+    inputs.clear()  # the untimed passes' inputs
+    reserved = torch.cuda.memory_reserved() if device == "cuda" else 0
+    for seed in range(samples):
+        _, outs = timed_sample(loop, seed, 1, device, flush)
+        outputs.add(outs[0].data_ptr())
+    grew = (torch.cuda.memory_reserved() if device == "cuda" else 0) - reserved
+    return placements, inputs, outputs, grew
+
+
+def test_eager_samples_rotate_among_placements_of_input_sets() -> None:
+    placements, inputs, _, _ = _eager_run("cpu", 4, 12)
+    assert placements == 4 and len(inputs) == 4
+
+
+def test_placements_are_limited_by_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "PLACEMENT_MEMORY_SHARE", 1e-12)
+    placements, inputs, _, _ = _eager_run("cpu", 4, 6)
+    assert placements == 1 and len(inputs) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_eager_outputs_rotate_among_memory_pools_set_up_before_timing() -> None:
+    # Freed and reallocated in one pool, every sample's output would land in the block the last one left.
+    placements, inputs, outputs, grew = _eager_run("cuda", 4, 12)
+    assert placements == 4 and len(inputs) == 4 and len(outputs) == 4
+    assert grew == 0  # no cudaMalloc inside a timed region

@@ -45,6 +45,8 @@ class CandidateWorker:
         self.model: torch.nn.Module | None = None
         self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
+        self.resident = 0  # device bytes the model holds (allocated while it was built)
+        self.peak: int | None = None
 
     def state_flags(self) -> list[dict[str, str]]:
         flags = []
@@ -69,7 +71,9 @@ class CandidateWorker:
     def build(self, body: dict[str, Any]) -> dict[str, Any]:
         torch.manual_seed(int(body["seed"]))
         init_inputs = list(body["init_inputs"])
+        before = self._allocated()
         self.model = self.module.ModelNew(*init_inputs).to(self.device).eval()
+        self.resident = self._allocated() - before
         return {"device": self.device, "flags": self.state_flags()}
 
     def _call(self, inputs: list[Any]) -> Any:
@@ -84,6 +88,9 @@ class CandidateWorker:
         threads, children = guards.python_threads(), guards.child_pids()
         cpu = not self.device.startswith("cuda")
         guards.perturb_malloc(cpu)
+        before = self._allocated()
+        if not cpu:
+            torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         try:
             out = self._call(g.inputs)
@@ -94,6 +101,10 @@ class CandidateWorker:
         snap = None if lazy else guards.snapshot(out)
         runtime.sync(self.device)
         call_ms = (time.perf_counter() - t0) * 1e3
+        if not cpu:
+            inputs = sum(t.numel() * t.element_size() for t in guards.tensors(g.inputs))
+            peak = self.resident + inputs + torch.cuda.max_memory_allocated() - before
+            self.peak = max(self.peak or 0, peak)
         left = guards.leftovers(threads, children)
         if lazy:
             flags.append(flag("LAZY_OUTPUT", lazy))
@@ -124,7 +135,13 @@ class CandidateWorker:
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         """Capture the timed loop as CUDA graphs; their outputs are checked like any timed call's."""
         assert self.loop is not None
-        placements = self.loop.capture(int(body["calls"]))
+        placements = self.loop.capture(int(body["calls"]), int(body["most"]))
+        return {"flags": self.state_flags(), "placements": placements}
+
+    def place(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Set up the eager placements (untimed passes); flags raised meanwhile fail the candidate."""
+        assert self.loop is not None
+        placements = self.loop.place(int(body["calls"]), int(body["most"]))
         return {"flags": self.state_flags(), "placements": placements}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -155,8 +172,14 @@ class CandidateWorker:
         """The last call's outputs: the controller relays them to the reference worker to be checked."""
         return self.last_output
 
+    def _allocated(self) -> int:
+        return torch.cuda.memory_allocated() if self.device.startswith("cuda") else 0
+
     def peak_memory(self, _body: Any) -> int | None:
-        return int(torch.cuda.max_memory_allocated()) if self.device.startswith("cuda") else None
+        """The most device memory one correctness call needed: the model, its inputs and what the call
+        allocated at its peak (torch's allocator only). Not taken during timing, whose input sets,
+        memory pools and graph captures are the harness's."""
+        return self.peak
 
     def profile(self, _body: Any) -> list[str]:
         """Names of the GPU kernels one call launches, on every stream (torch profiler)."""
@@ -165,7 +188,7 @@ class CandidateWorker:
         from torch.profiler import ProfilerActivity, profile
 
         assert self.loop is not None
-        inputs = self.loop.inputs.take(1, 1)[0]
+        inputs = self.loop.inputs.fixed(1, 1)[0]
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             self._call(inputs)
             runtime.sync(self.device)
@@ -184,6 +207,7 @@ def main() -> None:
         "run": worker.run,
         "prepare_timing": worker.prepare_timing,
         "capture": worker.capture,
+        "place": worker.place,
         "time": worker.time,
         "output": worker.output,
         "peak_memory": worker.peak_memory,

@@ -123,7 +123,11 @@ class ReferenceWorker:
 
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        return {"placements": self.loop.capture(int(body["calls"]))}
+        return {"placements": self.loop.capture(int(body["calls"]), int(body["most"]))}
+
+    def place(self, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.loop is not None
+        return {"placements": self.loop.place(int(body["calls"]), int(body["most"]))}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
@@ -178,6 +182,7 @@ def main() -> None:
         "prepare_timing": worker.prepare_timing,
         "timing_base": worker.timing_base,
         "capture": worker.capture,
+        "place": worker.place,
         "time": worker.time,
         "bandwidth": worker.bandwidth,
     })

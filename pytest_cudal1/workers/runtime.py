@@ -8,6 +8,8 @@ here so that reference and candidate are measured by the very same code.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 import traceback
@@ -28,16 +30,15 @@ _gpu_sleep = torch.cuda._sleep
 _graph_replay = torch.cuda.CUDAGraph.replay
 _memory_reserved = torch.cuda.memory_reserved
 _mem_get_info = torch.cuda.mem_get_info
+_MemPool = getattr(torch.cuda, "MemPool", None)  # torch >= 2.7
+_use_mem_pool = getattr(torch.cuda, "use_mem_pool", None)
 
 # A spin kernel queued before the start event (~100 us at 2 GHz): the GPU waits while the host queues the
 # first launches, so the region starts at the first kernel, not at the host's Python overhead.
 HOLD_CYCLES = 200_000
 
-# Graph-replayed samples rotate among this many captures of the same calls, each with input sets and
-# outputs of its own: a kernel's time depends on where its buffers land (on the H200 a streaming kernel's
-# median moved by up to 3% from one capture to the next, and stayed put within one), so one capture
-# would be a single draw. The captures may take this share of the device's free memory.
-PLACEMENTS = 8
+# Buffer placements (``TimedLoop``; how many at most is the controller's ``TimingConfig.placements``) may
+# take this share of the free memory.
 PLACEMENT_MEMORY_SHARE = 0.25
 
 
@@ -130,17 +131,9 @@ class TimingInputs:
         self.base = base
         self.device = device
         self.sets: list[list[Any]] = []
-        self.next = 0
-
-    def take(self, seed: int, calls: int) -> list[list[Any]]:
-        """``calls`` input sets with fresh values, the first one following the last sample's."""
-        self._allocate(calls + 1)
-        chosen = [self.sets[(self.next + i) % len(self.sets)] for i in range(calls)]
-        self.next = (self.next + calls) % len(self.sets)
-        return self._refill(chosen, seed)
 
     def fixed(self, seed: int, calls: int, first: int = 0) -> list[list[Any]]:
-        """Sets ``first`` to ``first + calls - 1``, refilled in place: the buffers a captured CUDA graph reads."""
+        """Sets ``first`` to ``first + calls - 1``, refilled in place (a placement's sets; a graph reads them)."""
         self._allocate(first + calls)
         return self._refill(self.sets[first:first + calls], seed)
 
@@ -188,7 +181,9 @@ class TimedLoop:
     (eagerly, a ~15 us kernel is paced by the host's ~15-20 us per call, and the time
     measures the host). Each graph's calls read fixed input sets, refilled in place with
     new values before every replay, so its outputs are still checked per call; samples
-    rotate among up to ``PLACEMENTS`` captures with buffers of their own.
+    rotate among several captures with buffers of their own. Eager samples
+    rotate among placements too (``place``): input sets and a memory pool of their own,
+    so outputs and temporaries move with them.
     Candidate code runs only while a graph is captured; whatever it did not put into
     the graph (host work, unjoined streams, a cache lookup) is missing from the replay.
     The controller checks a replay of each capture before timing and falls back to eager
@@ -200,14 +195,16 @@ class TimedLoop:
         self.inputs = inputs
         self.graphs: list[tuple[torch.cuda.CUDAGraph, list[Any]]] = []  # (graph, its calls' outputs)
         self.graph_calls = 0
+        self.pools: list[Any] = []  # eager placements' memory pools (None on the CPU)
+        self.pool_calls = 0
         self.turn = 0
 
-    def capture(self, calls: int) -> int:
+    def capture(self, calls: int, most: int) -> int:
         """Capture ``calls`` calls as graphs, after one eager pass on a side stream; returns how many.
 
         Captured on a stream of their own, with the stream restored even when a capture fails,
-        so the worker can go on to time the calls eagerly. As many captures as ``PLACEMENTS``
-        and the device's free memory allow, each on input sets of its own.
+        so the worker can go on to time the calls eagerly. As many captures as ``most`` and the
+        device's free memory allow, each on input sets of its own.
         """
         sets = self.inputs.fixed(0, calls)
         side = torch.cuda.Stream()
@@ -231,7 +228,7 @@ class TimedLoop:
             reserved = _memory_reserved()
             self.graphs.append(self._capture_one(sets, side))
             per_placement = _memory_reserved() - reserved + calls * self.inputs.set_bytes()
-            wanted = min(PLACEMENTS, int(PLACEMENT_MEMORY_SHARE * _mem_get_info()[0] / max(per_placement, 1)))
+            wanted = placements_fitting(per_placement, self.inputs.device, most)
             for k in range(1, wanted):
                 self.graphs.append(self._capture_one(self.inputs.fixed(0, calls, first=k * calls), side))
         except BaseException:
@@ -269,8 +266,56 @@ class TimedLoop:
             graph, outs = self.graphs[k]
             self.inputs.fixed(seed, calls, first=k * calls)
             return (lambda: (_graph_replay(graph), outs)[1]), True
-        batches = self.inputs.take(seed, calls)
-        return (lambda: [self.call(args) for args in batches]), False
+        if calls != self.pool_calls:
+            raise RuntimeError(f"no eager placements for {calls} calls a sample (the controller asks for them first)")
+        k = self.turn % len(self.pools)
+        self.turn += 1
+        batches, pool = self.inputs.fixed(seed, calls, first=k * calls), self.pools[k]
+
+        def run() -> list[Any]:
+            with _use_mem_pool(pool) if pool is not None else contextlib.nullcontext():
+                return [self.call(args) for args in batches]
+        return run, False
+
+    def place(self, calls: int, most: int) -> int:
+        """Set up eager samples of ``calls`` calls among placements; returns how many.
+
+        Each placement has input sets and a memory pool of its own (outputs and temporaries).
+
+        On CUDA one untimed pass in a first pool shows what a placement takes; as many more
+        as fit get a pass each, so no timed sample waits for ``cudaMalloc``. On the CPU only
+        the input sets rotate.
+        """
+        self.pools, self.pool_calls = [], calls
+        per_set = calls * self.inputs.set_bytes()
+        if not self.inputs.device.startswith("cuda") or _MemPool is None or _use_mem_pool is None:
+            self.pools = [None] * placements_fitting(per_set, self.inputs.device, most)
+            return len(self.pools)
+        reserved = _memory_reserved()
+        self.pools.append(self._warmed_pool(calls, 0))
+        wanted = placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most)
+        self.pools += [self._warmed_pool(calls, k) for k in range(1, wanted)]
+        return len(self.pools)
+
+    def _warmed_pool(self, calls: int, k: int) -> Any:
+        pool = _MemPool()
+        with _use_mem_pool(pool):
+            for args in self.inputs.fixed(k, calls, first=k * calls):
+                self.call(args)
+        _cuda_synchronize()
+        return pool
+
+
+def placements_fitting(per_placement: int, device: str, most: int) -> int:
+    """How many buffer placements of ``per_placement`` bytes (up to ``most``) the free memory allows."""
+    if device.startswith("cuda"):
+        free = _mem_get_info()[0]
+    else:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            free = 0
+    return max(1, min(most, int(PLACEMENT_MEMORY_SHARE * free / max(per_placement, 1))))
 
 
 def _round_trip_ms(device: str) -> float:
