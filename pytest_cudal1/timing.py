@@ -111,9 +111,9 @@ def bootstrap_median_ci(runs: list[list[float]], rng: random.Random, resamples: 
     return (meds[int(0.025 * resamples)], meds[int(math.ceil(0.975 * resamples)) - 1])
 
 
-def _ratios(timing: PairedTiming) -> list[float]:
+def _per_pair(ref_ms: list[float], cand_ms: list[float]) -> list[float]:
     """Per-pair speedups, reference over candidate."""
-    return [r / max(c, 1e-9) for r, c in zip(timing.reference.samples_ms, timing.candidate.samples_ms)]
+    return [r / max(c, 1e-9) for r, c in zip(ref_ms, cand_ms)]
 
 
 def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
@@ -124,7 +124,7 @@ def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
     up to 4.5% from 1.00, with an interval that excluded 1.00: each process is one draw of
     something (its memory layout, most likely) that samples within it cannot average out.
     """
-    ratios = [_ratios(t) for t in runs]
+    ratios = [_per_pair(t.reference.samples_ms, t.candidate.samples_ms) for t in runs]
     first, clock, calls = runs[0], runs[0].candidate.clock, runs[0].candidate.calls_per_sample
     return PairedTiming(
         reference=summarize([x for t in runs for x in t.reference.samples_ms], clock, calls),
@@ -173,7 +173,7 @@ def counted_ms(samples: list[tuple[float, float]], calls: int) -> list[float]:
 def _counted(raw: dict[str, list[tuple[float, float]]], calls: int) -> tuple[list[float], list[float], list[float]]:
     """Both sides' counted times (``counted_ms``) and the per-pair ratios, reference over candidate."""
     ref_ms, cand_ms = counted_ms(raw["reference"], calls), counted_ms(raw["candidate"], calls)
-    return ref_ms, cand_ms, [r / max(c, 1e-9) for r, c in zip(ref_ms, cand_ms)]
+    return ref_ms, cand_ms, _per_pair(ref_ms, cand_ms)
 
 
 def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rtol: float = 1e-3) -> bool:
