@@ -14,9 +14,15 @@ the harness's steps to the bare loop one at a time, each as 10 runs of 30 sample
   worker of a pair does;
 - ``realloc``: refill, with new buffers and a new graph for every run, as the harness's
   re-capture per measurement gets (where the buffers land in memory may set the speed);
-- ``refill_tail``: refill, the partner in lockstep, and each sample's own tail past an idle round trip added to it,
-  as ``runtime.timed_sample`` did before the controller added the run's median instead
-  (a host that wakes late from the synchronize then reads as a slow sample).
+- ``refill_tail``: refill, the partner in lockstep, and the sample's tail timed as it was up to session 5: an
+  event recorded after the device-wide synchronize, past an idle event round trip;
+- ``refill_spin``: the same with the tail as ``runtime.timed_sample`` takes it now: the host polls the end
+  event, then times the synchronize on its own clock, past an idle synchronize and ``SPIN_SLACK_MS``
+  (not ``runtime.HONEST_TAIL_MS``, which was set from these tails).
+
+For the two tail variants each run is reported both ways: every sample with its own tail
+(``spread``) and with the run's median tail added to every sample, as the controller counts it
+(``spread_run_median_tail``), beside the tails themselves (an honest kernel's should be 0).
 
     python benchmarks/precision_probe.py --out probe.json
 """
@@ -35,7 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 KERNELS = {"elementwise_small": (1 << 23, 41), "elementwise_large": (1 << 26, 8)}
-VARIANTS = ("bare", "refill", "refill_reset_l2", "refill_nvml", "refill_partner", "realloc", "refill_tail")
+VARIANTS = ("bare", "refill", "refill_reset_l2", "refill_nvml", "refill_partner", "realloc", "refill_tail",
+            "refill_spin")
+TAILS = ("refill_tail", "refill_spin")
+SPIN_SLACK_MS = 0.01  # ``refill_spin``'s allowance over an idle synchronize in the run of session 6
 
 
 class Loop:
@@ -59,7 +68,19 @@ class Loop:
         from pytest_cudal1.workers import runtime
 
         self.runtime = runtime
-        self.idle_tail = runtime.idle_tail_ms("cuda")
+        self.idle_sync = runtime.idle_sync_ms("cuda")
+        trips = sorted(self._round_trip_ms() for _ in range(21))
+        self.idle_trip = trips[15]
+
+    def _round_trip_ms(self) -> float:
+        """The old idle allowance: an event, a device-wide synchronize, another event."""
+        torch = self.torch
+        first, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        first.record()
+        torch.cuda.synchronize()
+        after.record()
+        after.synchronize()
+        return first.elapsed_time(after)
 
     def refill(self) -> None:
         torch = self.torch
@@ -70,7 +91,8 @@ class Loop:
             torch.mul(self.base, u + 0.5, out=target)
         self.seed += 1
 
-    def sample(self, variant: str) -> float:
+    def sample(self, variant: str) -> tuple[float, float]:
+        """(ms per call, escaped ms of the sample: 0 unless a tail variant)."""
         torch = self.torch
         if variant != "bare":
             self.refill()
@@ -85,27 +107,34 @@ class Loop:
         start.record()
         self.graph.replay()
         end.record()
+        escaped = 0.0
         if variant == "refill_tail":
-            runtime, tail = self.runtime, torch.cuda.Event(enable_timing=True)
+            tail = torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
             tail.record()
             tail.synchronize()
-            allowance = max(self.idle_tail, min(runtime._round_trip_ms("cuda"),
-                                                2 * self.idle_tail + runtime.TAIL_SLACK_MS))
-            return (start.elapsed_time(end) + max(0.0, end.elapsed_time(tail) - allowance)) / len(self.sets)
-        end.synchronize()
+            allowance = max(self.idle_trip, min(self._round_trip_ms(), 2 * self.idle_trip + 0.05))
+            escaped = max(0.0, end.elapsed_time(tail) - allowance)
+        elif variant == "refill_spin":
+            runtime = self.runtime
+            runtime._spin_until(end)
+            t0 = runtime._perf_counter_ns()
+            torch.cuda.synchronize()
+            escaped = max(0.0, (runtime._perf_counter_ns() - t0) / 1e6 - self.idle_sync - SPIN_SLACK_MS)
+        else:
+            end.synchronize()
         if variant == "refill_nvml":
             from pytest_cudal1 import environment
 
             environment.gpu_state()
-        return start.elapsed_time(end) / len(self.sets)
+        return start.elapsed_time(end) / len(self.sets), escaped
 
 
 def partner(numel: int, calls: int, conn: Any) -> None:
     """The other worker of a pair: one sample of its own each time it is asked."""
     loop = Loop(numel, calls)
     while conn.recv():
-        conn.send(loop.sample("refill"))
+        conn.send(loop.sample("refill")[0])
 
 
 def probe(numel: int, calls: int, variants: list[str]) -> dict[str, Any]:
@@ -116,23 +145,32 @@ def probe(numel: int, calls: int, variants: list[str]) -> dict[str, Any]:
     proc.start()
     result = {}
     for variant in variants:
-        medians, p10s = [], []
+        medians, p10s, run_median_tail, tails = [], [], [], []
         for _ in range(10):
             if variant == "realloc":
                 loop = Loop(numel, calls)
             samples = []
             for _ in range(30):
-                if variant in ("refill_partner", "refill_tail"):
+                if variant in ("refill_partner",) + TAILS:
                     ours.send(True)
                     ours.recv()
                 samples.append(loop.sample("refill" if variant in ("refill_partner", "realloc") else variant))
-            samples.sort()
-            medians.append(statistics.median(samples))
-            p10s.append(samples[3])
+            own = sorted(ms + escaped / calls for ms, escaped in samples)
+            medians.append(statistics.median(own))
+            p10s.append(own[3])
+            tail = statistics.median(escaped for _, escaped in samples)
+            run_median_tail.append(statistics.median(ms for ms, _ in samples) + tail / calls)
+            tails.append(tail)
         med = statistics.median(medians)
         result[variant] = {"spread": (max(medians) - min(medians)) / med, "medians_ms": medians, "p10_ms": p10s}
-        print(f"{numel:>9} {variant:<16} spread {100 * result[variant]['spread']:.2f}%  median {med:.5f} ms",
-              flush=True)
+        line = f"{numel:>9} {variant:<16} spread {100 * result[variant]['spread']:.2f}%  median {med:.5f} ms"
+        if variant in TAILS:
+            result[variant].update(
+                spread_run_median_tail=(max(run_median_tail) - min(run_median_tail)) / statistics.median(run_median_tail),
+                medians_run_median_tail_ms=run_median_tail, run_median_tails_ms=tails)
+            line += (f"  with the run's median tail {100 * result[variant]['spread_run_median_tail']:.2f}%, "
+                     f"tails per sample (run medians) {min(tails):.4f}-{max(tails):.4f} ms")
+        print(line, flush=True)
     ours.send(False)
     proc.join(30)
     return result

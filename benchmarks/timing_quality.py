@@ -5,11 +5,13 @@ and the side-stream case are skipped):
 
     python benchmarks/timing_quality.py --tasks PATH/problems.jsonl --out results.json
 
-- precision: one kernel timed in 10 independent paired measurements in one
-  run; spread of the 10 medians, (max - min) / median, for a ~18 us, a
-  ~127 us and a ~1.5 ms kernel (one elementwise kernel each), with short-kernel
-  calls replayed as a CUDA graph (the default) and eagerly, beside a bare loop;
-  each run's speedup of the kernel over itself and its interval;
+- precision: one kernel timed 10 times in one run (10 measurements on one pair
+  of workers, or with ``--judged`` 10 judgments with fresh candidate workers as
+  a session makes them); spread of the 10 medians,
+  (max - min) / median, for a ~18 us and a ~127 us elementwise kernel and a
+  ~2.8 ms matmul (``PRECISION_KERNELS``), with short-kernel calls replayed as a CUDA graph
+  (the default) and eagerly, beside a bare loop; each judgment's speedup of the
+  kernel over itself and its interval (which should hold 1);
 - accuracy: the harness's median against the summed kernel durations the torch
   profiler reports for the same call (cold L2 in both), several level-1 tasks;
 - side stream: a matmul launched on a side stream, never joined, timed by the
@@ -31,7 +33,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -41,6 +43,7 @@ from pytest_cudal1 import environment  # noqa: E402
 from pytest_cudal1.builds import BuildPool  # noqa: E402
 from pytest_cudal1.candidates import Candidate, reference_candidate  # noqa: E402
 from pytest_cudal1.judge import Judge, JudgeConfig  # noqa: E402
+from pytest_cudal1.records import PairedTiming  # noqa: E402
 from pytest_cudal1.timing import TimingConfig, measure_pairs  # noqa: E402
 from pytest_cudal1.workers.process import WorkerProcess  # noqa: E402
 
@@ -48,23 +51,31 @@ ACCURACY_TASKS = ("1_Square_matrix_multiplication_", "6_Matmul_with_large_K_dime
                   "50_conv_standard_2D__square_input__square_kernel", "88_MinGPTNewGelu", "95_CrossEntropyLoss")
 
 
-def synthetic(name: str, numel: int) -> Task:
-    """A one-kernel elementwise task whose size sets the kernel time (ours, not KernelBench's)."""
+def synthetic(name: str, make_input: str, forward: str = "x + 1.0") -> Task:
+    """A one-kernel task, ``forward`` on the input ``make_input`` builds (ours, not KernelBench's)."""
     src = textwrap.dedent(f"""
         import torch
         import torch.nn as nn
 
         class Model(nn.Module):
             def forward(self, x):
-                return x + 1.0
+                return {forward}
 
         def get_inputs():
-            return [torch.randn({numel})]
+            return [{make_input}]
 
         def get_init_inputs():
             return []
         """)
     return Task(None, None, name, src, f"<synthetic {name}>")
+
+
+# Precision's kernels, one kernel each, on an H200: ~18 us and ~127 us (GPU-bound elementwise, replayed as
+# graphs of many calls) and, GPU only, a ~2.8 ms fp32 matmul (one eager call a sample; small inputs, so ten
+# judgments do not spend their time piping gigabytes between workers).
+PRECISION_KERNELS = (("elementwise_small", "torch.randn(1 << 23)", "x + 1.0", False),
+                     ("elementwise_large", "torch.randn(1 << 26)", "x + 1.0", False),
+                     ("matmul_eager", "torch.randn(4096, 4096)", "x @ x", True))
 
 
 SIDE_STREAM = textwrap.dedent("""
@@ -100,62 +111,105 @@ class Pair:
         base = self.ref.request("timing_base", None, 600, raw=True)
         self.cand.request("prepare_timing", {"inputs": base}, 600)
 
-    def measure(self, seed: int, **cfg: Any) -> Any:
-        return measure_pairs(self.ref, self.cand, TimingConfig(**cfg), random.Random(seed), lambda: None)
+    def measure(self, seed: int, cfg: TimingConfig) -> PairedTiming:
+        return measure_pairs(self.ref, self.cand, cfg, random.Random(seed), lambda: None)
 
     def close(self) -> None:
         self.ref.close()
         self.cand.close()
 
 
-def precision(workdir: Path, pairs: int = 30, eager_too: bool = True) -> list[dict[str, Any]]:
-    """Each kernel 10 times on one pair of workers, short-kernel calls replayed as a CUDA graph (the default)
-    and eagerly; beside it the same kernel in a bare loop with no harness (the machine's own spread)."""
-    rows = []
-    # One kernel each, GPU-bound: ~18 us (8M floats), ~127 us (64M floats) and, GPU only, ~1.5 ms (768M
-    # floats: one eager call a sample, nothing to replay) on an H200.
+def precision(workdir: Path, pairs: int = 30, eager_too: bool = True, judged: bool = False, processes: int = 1,
+              saved: Callable[[list[dict[str, Any]]], None] = lambda rows: None) -> list[dict[str, Any]]:
+    """Each kernel timed 10 times in one run: 10 paired measurements on one pair of workers or, ``judged``,
+    10 judgments as a session makes them (the real ``Judge``: fresh candidate workers, ``processes`` pairs
+    each, the task's reference workers kept); short-kernel calls replayed as a CUDA graph (the default) and
+    eagerly; beside it the same kernel in a bare loop with no harness (the machine's own spread). ``saved``
+    gets the rows after each measurement (a run cut short keeps them)."""
+    rows: list[dict[str, Any]] = []
     gpu = environment.has_gpu()
-    kernels = [("elementwise_small", 1 << 23, True), ("elementwise_large", 1 << 26, True)]
-    for name, numel, short in kernels + ([("elementwise_eager", 3 << 28, False)] if gpu else []):
-        task = synthetic(name, numel)
-        for graphs in ((True, False) if eager_too and short else (True,)) if gpu else (False,):
-            pair = Pair(task, reference_candidate(task).source, workdir / name)
-            medians, states, runs = [], [], []
-            for i in range(10):
-                t = pair.measure(i, budget_s=3.0 * pairs / 30, min_pairs=pairs, max_pairs=max(200, pairs),
-                                 graphs=graphs)
-                medians.append(t.candidate.median_ms)
-                states.append(t.gpu_state)
+    for name, make_input, forward, gpu_only in PRECISION_KERNELS:
+        if gpu_only and not gpu:
+            continue
+        task = synthetic(name, make_input, forward)
+        for graphs in ((True, False) if eager_too and not gpu_only else (True,)) if gpu else (False,):
+            timing = TimingConfig(budget_s=3.0 * pairs / 30, min_pairs=pairs, max_pairs=max(200, pairs), graphs=graphs)
+            runs: list[dict[str, Any]] = []
+            rows.append({"kernel": name, "input": make_input, "forward": forward, "graphs": graphs, "judged": judged,
+                         "processes": processes if judged else 1, "runs": runs})
+            measured = _judged(task, timing, workdir / name, processes) if judged else _paired(task, timing, workdir / name)
+            for i, (t, phases) in enumerate(measured):
                 runs.append({"median_ms": t.candidate.median_ms, "iqr_ms": t.candidate.iqr_ms,
-                             "min_ms": t.candidate.min_ms, "n": t.candidate.n, "method": t.method,
-                             "reference_median_ms": t.reference.median_ms, "speedup": t.speedup,
-                             "speedup_ci": t.speedup_ci,
-                             "warnings": t.warnings, "samples_ms": t.candidate.samples_ms,
-                             "reference_samples_ms": t.reference.samples_ms})
-            pair.close()
-            med = statistics.median(medians)
-            rows.append({"kernel": name, "numel": numel, "graphs": graphs, "median_ms": med, "medians_ms": medians,
-                         "calls_per_sample": t.candidate.calls_per_sample,
-                         "spread": (max(medians) - min(medians)) / med, "runs": runs, "gpu_state_first": states[0],
-                         "gpu_state_last": states[-1]})
+                             "min_ms": t.candidate.min_ms, "n": t.candidate.n, "tail_ms": t.candidate.tail_ms,
+                             "reference_median_ms": t.reference.median_ms, "reference_tail_ms": t.reference.tail_ms,
+                             "speedup": t.speedup, "speedup_ci": t.speedup_ci, "method": t.method,
+                             "warnings": t.warnings, "gpu_state": t.gpu_state, "phase_s": phases,
+                             "samples_ms": t.candidate.samples_ms, "reference_samples_ms": t.reference.samples_ms})
+                print(f"  {name} {i}: {t.candidate.median_ms:.5f} ms (tail {t.candidate.tail_ms:.5f}), "
+                      f"reference {t.reference.median_ms:.5f} ms (tail {t.reference.tail_ms:.5f}), "
+                      f"speedup {t.speedup:.4f} [{t.speedup_ci[0]:.4f}, {t.speedup_ci[1]:.4f}] {phases}", flush=True)
+                saved(rows)
+            cand = [r["median_ms"] for r in runs]
+            ref = [r["reference_median_ms"] for r in runs]
+            rows[-1].update(median_ms=statistics.median(cand), medians_ms=cand, spread=spread(cand),
+                            reference_spread=spread(ref), calls_per_sample=t.candidate.calls_per_sample,
+                            speedups=[r["speedup"] for r in runs],
+                            intervals_holding_1=sum(r["speedup_ci"][0] <= 1.0 <= r["speedup_ci"][1] for r in runs))
+            print(f"{name:<18} graphs={graphs!s:<5} judged={judged} median {rows[-1]['median_ms']:.5f} ms, "
+                  f"spread {100 * rows[-1]['spread']:.2f}% (reference side {100 * rows[-1]['reference_spread']:.2f}%), "
+                  f"self-speedups {min(rows[-1]['speedups']):.3f}-{max(rows[-1]['speedups']):.3f}, "
+                  f"{rows[-1]['intervals_holding_1']}/10 intervals hold 1", flush=True)
         if gpu:
             rows[-1]["profiler_kernel_ms"] = profiler_kernel_ms(task, workdir)[0]
-            rows[-1]["bare_loop"] = bare_loop(numel, t.candidate.calls_per_sample)
+            rows[-1]["bare_loop"] = bare_loop(make_input, forward, t.candidate.calls_per_sample)
+            saved(rows)
     return rows
+
+
+def _paired(task: Task, timing: TimingConfig, workdir: Path) -> Iterator[tuple[PairedTiming, dict[str, float]]]:
+    """10 measurements on one pair of workers."""
+    pair = Pair(task, reference_candidate(task).source, workdir)
+    try:
+        for i in range(10):
+            yield pair.measure(i, timing), {}
+    finally:
+        pair.close()
+
+
+def _judged(task: Task, timing: TimingConfig, workdir: Path,
+            processes: int) -> Iterator[tuple[PairedTiming, dict[str, float]]]:
+    """10 judgments of the task's own code, as consecutive items of one session."""
+    candidate = reference_candidate(task)
+    cfg = JudgeConfig(seed=1, workdir=workdir, trials=1, timing=timing, timing_processes=processes)
+    judge = Judge(cfg, BuildPool(workdir / "builds", 900, None), environment.has_gpu())
+    try:
+        for i in range(10):
+            record = judge.judge(task, candidate, upcoming=(task, candidate) if i < 9 else None)
+            if record.timing is None:
+                raise RuntimeError(f"{task.name}: {record.verdict.reason.value} {record.verdict.message}")
+            yield record.timing, record.phase_s
+    finally:
+        judge.close()
+
+
+def spread(medians: list[float]) -> float:
+    """(max - min) / median."""
+    return (max(medians) - min(medians)) / statistics.median(medians)
 
 
 BARE_SCRIPT = textwrap.dedent("""
     import json, sys, torch
-    numel, calls = int(sys.argv[1]), int(sys.argv[2])
-    x = torch.randn(numel, device="cuda")
+    make_input, forward, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    x = eval(make_input).cuda()
+    f = eval("lambda x: " + forward)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
     graph = torch.cuda.CUDAGraph()
     for _ in range(3):
-        x + 1.0
+        f(x)
     torch.cuda.synchronize()
     with torch.cuda.graph(graph):
-        outs = [x + 1.0 for _ in range(calls)]
+        outs = [f(x) for _ in range(calls)]
     def sample(replay):
         flush.random_(); torch.cuda.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -164,7 +218,7 @@ BARE_SCRIPT = textwrap.dedent("""
             graph.replay()
         else:
             for _ in range(calls):
-                x + 1.0
+                f(x)
         e.record(); e.synchronize()
         return s.elapsed_time(e) / calls
     result = {}
@@ -178,9 +232,9 @@ BARE_SCRIPT = textwrap.dedent("""
     """)
 
 
-def bare_loop(numel: int, calls: int) -> dict[str, Any]:
+def bare_loop(make_input: str, forward: str, calls: int) -> dict[str, Any]:
     """The kernel timed with no harness: 10 runs of 30 samples, ``calls`` calls per sample, eager and graphed."""
-    out = subprocess.run([sys.executable, "-c", BARE_SCRIPT, str(numel), str(calls)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", BARE_SCRIPT, make_input, forward, str(calls)], capture_output=True,
                          text=True, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-500:]}
 
@@ -226,11 +280,12 @@ def accuracy(tasks: list[Task], workdir: Path) -> list[dict[str, Any]]:
     rows = []
     for task in tasks:
         pair = Pair(task, reference_candidate(task).source, workdir / task.name)
-        t = pair.measure(7, budget_s=5.0, min_pairs=20)
+        t = pair.measure(7, TimingConfig(budget_s=5.0, min_pairs=20))
         pair.close()
         kernel_ms, error = profiler_kernel_ms(task, workdir)
         ours = t.reference.median_ms
-        rows.append({"task": task.id, "harness_ms": ours, "profiler_kernel_ms": kernel_ms,
+        rows.append({"task": task.id, "harness_ms": ours, "harness_tail_ms": t.reference.tail_ms,
+                     "profiler_kernel_ms": kernel_ms,
                      "rel_diff": (ours - kernel_ms) / kernel_ms if kernel_ms else None,
                      "calls_per_sample": t.reference.calls_per_sample, "gpu_state": t.gpu_state,
                      "profiler_error": error})
@@ -239,7 +294,7 @@ def accuracy(tasks: list[Task], workdir: Path) -> list[dict[str, Any]]:
 
 def side_stream(task: Task, workdir: Path) -> dict[str, Any]:
     pair = Pair(task, SIDE_STREAM, workdir / "side_stream")
-    t = pair.measure(3, budget_s=5.0)
+    t = pair.measure(3, TimingConfig(budget_s=5.0))
     pair.close()
     naive = subprocess.run([sys.executable, "-c", NAIVE_EVENTS, SIDE_STREAM, task.source], capture_output=True,
                            text=True, timeout=600)
@@ -269,14 +324,15 @@ NAIVE_EVENTS = textwrap.dedent("""
 
 
 def overhead(workdir: Path) -> dict[str, Any]:
-    task = synthetic("one_element", 1)
+    task = synthetic("one_element", "torch.randn(1)")
     pair = Pair(task, reference_candidate(task).source, workdir / "overhead")
     walls = []
+    pair.cand.request("place", {"calls": 1, "most": 1}, 60)  # one placement: the controller's set-up, in short
     for i in range(30):
         t0 = time.perf_counter()
         pair.cand.request("time", {"seed": i, "calls": 1}, 60)
         walls.append((time.perf_counter() - t0) * 1e3)
-    t = pair.measure(5, budget_s=3.0, short_ms=0.0)
+    t = pair.measure(5, TimingConfig(budget_s=3.0, short_ms=0.0))
     pair.close()
     return {"timed_call_ms": t.candidate.median_ms, "controller_wall_ms_per_sample": statistics.median(walls),
             "clock": t.candidate.clock}
@@ -307,6 +363,8 @@ def main() -> None:
                     help="comma-separated sections to run")
     ap.add_argument("--precision-pairs", type=int, default=30, help="fewest pairs in each precision run")
     ap.add_argument("--graphs-only", action="store_true", help="precision: skip the eager comparison")
+    ap.add_argument("--judged", action="store_true", help="precision: 10 judgments (fresh workers), not 10 measurements")
+    ap.add_argument("--processes", type=int, default=1, help="precision --judged: worker-process pairs per judgment")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gpu = environment.has_gpu()
@@ -314,8 +372,14 @@ def main() -> None:
     by_name = {t.name: t for t in tasks if t.level == 1}
     work = Path(tempfile.mkdtemp(prefix="cudal1-timing-"))
     result: dict[str, Any] = {"environment": environment.describe(), "date": time.strftime("%Y-%m-%d")}
+
+    def save(name: str, value: Any) -> None:
+        result[name] = value
+        Path(args.out).write_text(json.dumps(result, indent=2, default=str))
+
     for name, fn in (
-        ("precision", lambda: precision(work, args.precision_pairs, not args.graphs_only)),
+        ("precision", lambda: precision(work, args.precision_pairs, not args.graphs_only, args.judged, args.processes,
+                                        lambda rows: save("precision", rows))),
         ("accuracy", lambda: accuracy([by_name[n] for n in ACCURACY_TASKS if n in by_name], work) if gpu else []),
         ("side_stream", lambda: side_stream(by_name["1_Square_matrix_multiplication_"], work) if gpu else {}),
         ("overhead", lambda: overhead(work)),
@@ -325,11 +389,10 @@ def main() -> None:
             continue
         t0 = time.perf_counter()
         try:
-            result[name] = fn()
+            save(name, fn())
         except Exception as exc:  # noqa: BLE001 - one broken section must not hide the others
-            result[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            save(name, {"error": f"{type(exc).__name__}: {exc}"})
         print(f"[{name}] {time.perf_counter() - t0:.1f} s", flush=True)
-        Path(args.out).write_text(json.dumps(result, indent=2, default=str))
     print(json.dumps({k: v for k, v in result.items() if k != "environment"}, indent=1, default=str)[:6000])
 
 

@@ -237,11 +237,13 @@ class Judge:
         if not self.gpu:
             self.builds.wait_idle()
         pairs, replica_strays = [(reference, worker)], []
+        # Started together, so their interpreters and CUDA contexts come up side by side.
+        replicas = [self._start_worker(task, candidate) for _ in range(1, cfg.timing_processes)]
         try:
             input_nbytes = self._prepare_timing(reference, worker)
-            for i in range(1, cfg.timing_processes):
-                pairs.append((self.references.replica(task, i), self._start_worker(task, candidate)))
-                bad = self._load(pairs[-1][1], candidate, record)
+            for i, replica in enumerate(replicas, start=1):
+                pairs.append((self.references.replica(task, i), replica))
+                bad = self._load(replica, candidate, record)
                 if bad is not None:
                     return Verdict(bad.reason, f"in timing process pair {i + 1}: {bad.message}", bad.evidence)
                 self._prepare_timing(*pairs[-1])
@@ -274,7 +276,7 @@ class Judge:
         except WorkerFailure as exc:
             return Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence)
         finally:
-            for _, replica in pairs[1:]:
+            for replica in replicas:
                 replica_strays += replica.strays()
                 replica.close()
         strays = worker.strays() + replica_strays

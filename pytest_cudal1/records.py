@@ -40,6 +40,7 @@ class TimingSummary:
     clock: str  # "cuda_event" or "perf_counter"
     calls_per_sample: int = 1
     samples_ms: list[float] = dataclasses.field(default_factory=list)  # per call, one per sample
+    tail_ms: float = 0.0  # work past the call's end on other streams, per call, counted in every sample
 
 
 @dataclasses.dataclass

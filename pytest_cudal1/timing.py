@@ -4,11 +4,10 @@ Each pair times the reference worker and the candidate worker once each, in
 random order, on the same freshly derived inputs (``runtime.TimingInputs``), so
 clock and thermal drift hit both sides alike. Inside each worker a sample is:
 L2 flush, device-wide synchronize, a short spin kernel while the host queues
-the first launch, start event, the calls, end event,
-device-wide synchronize, and work still running on other streams after the end
-event measured from the synchronize's tail (``runtime.timed_sample``) and added
-as the run's median (``counted_ms``). The speedup is the median of
-per-pair ratios with a bootstrap 95% interval; measuring stops when that
+the first launch, start event, the calls, end event, and work still running on
+other streams after the end event timed by a device-wide synchronize
+(``runtime.timed_sample``) and added as the run's median (``counted_ms``). The
+speedup is the median of per-pair ratios with a bootstrap 95% interval; measuring stops when that
 interval is within ``target_rel_ci`` of the median (after ``min_pairs``), when
 ``max_pairs`` is reached, or when the time budget runs out (after at least
 ``MIN_PAIRS``, so a slow candidate cannot stretch a run without bound).
@@ -85,12 +84,12 @@ class AuditFailure(Exception):
         self.pair = pair
 
 
-def summarize(samples: list[float], clock: str, calls: int) -> TimingSummary:
+def summarize(samples: list[float], clock: str, calls: int, tail_ms: float = 0.0) -> TimingSummary:
     q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
     return TimingSummary(
         median_ms=statistics.median(samples), iqr_ms=q[2] - q[0], min_ms=min(samples),
         mean_ms=statistics.fmean(samples), n=len(samples), clock=clock, calls_per_sample=calls,
-        samples_ms=list(samples),
+        samples_ms=list(samples), tail_ms=tail_ms,
     )
 
 
@@ -127,8 +126,10 @@ def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
     ratios = [_per_pair(t.reference.samples_ms, t.candidate.samples_ms) for t in runs]
     first, clock, calls = runs[0], runs[0].candidate.clock, runs[0].candidate.calls_per_sample
     return PairedTiming(
-        reference=summarize([x for t in runs for x in t.reference.samples_ms], clock, calls),
-        candidate=summarize([x for t in runs for x in t.candidate.samples_ms], clock, calls),
+        reference=summarize([x for t in runs for x in t.reference.samples_ms], clock, calls,
+                            statistics.median(t.reference.tail_ms for t in runs)),
+        candidate=summarize([x for t in runs for x in t.candidate.samples_ms], clock, calls,
+                            statistics.median(t.candidate.tail_ms for t in runs)),
         speedup=statistics.median([x for run in ratios for x in run]),
         speedup_ci=bootstrap_median_ci(ratios, rng),
         pairs=sum(t.pairs for t in runs),
@@ -157,16 +158,21 @@ def _sample_ms(sample: dict[str, Any]) -> tuple[float, str]:
     return float(sample["host_ms"]), "perf_counter"
 
 
-def counted_ms(samples: list[tuple[float, float]], calls: int) -> list[float]:
-    """Per-call times from (time per call, escaped ms per sample), with the run's median escape added to each.
+def tail_ms(samples: list[tuple[float, float]], calls: int) -> float:
+    """The run's median escaped work per call, from (time per call, escaped ms per sample).
 
-    The median, not each sample's own: the host sometimes wakes late from the synchronize
-    (a preempted vCPU, 30-100 us on the H200 machine), which reads as escaped work in a few
-    samples, while work a candidate leaves running on another stream escapes in most of them.
-    One that escapes in fewer than half its samples moves the median of ratios by no more than
-    the spread of its other samples.
+    The median, not each sample's own: a host thread preempted around the synchronize
+    (a vCPU, 30-100 us on the H200 machine) reads as escaped work in a few samples, while
+    work a candidate leaves running on another stream escapes in most of them. One that
+    escapes in fewer than half its samples moves the median of ratios by no more than the
+    spread of its other samples.
     """
-    extra = statistics.median(e for _, e in samples) / calls
+    return statistics.median(e for _, e in samples) / calls
+
+
+def counted_ms(samples: list[tuple[float, float]], calls: int) -> list[float]:
+    """Per-call times with the run's escaped work (``tail_ms``) added to each."""
+    extra = tail_ms(samples, calls)
     return [t + extra for t, _ in samples]
 
 
@@ -325,7 +331,7 @@ def measure_pairs(
     if math.isnan(ci[0]) or stopped == "max_pairs":  # the last interval may predate the last pairs
         ci = bootstrap_median_ci([ratios], rng)
     warnings = _state_warnings(states)
-    escaped_ms = statistics.median(e for _, e in raw["candidate"])
+    escaped_ms = tail_ms(raw["candidate"], calls) * calls
     if escaped_ms > max(ESCAPED_WARN_MS, ESCAPED_WARN_SHARE * statistics.median(cand_ms) * calls):
         warnings.append(f"work on other streams ran {escaped_ms:.4g} ms per sample past the call's "
                         "return on its stream; counted in the candidate's time")
@@ -338,8 +344,8 @@ def measure_pairs(
     if eager_because:
         method += f", eager (no CUDA graph: {eager_because})"
     return PairedTiming(
-        reference=summarize(ref_ms, clock, calls),
-        candidate=summarize(cand_ms, clock, calls),
+        reference=summarize(ref_ms, clock, calls, tail_ms(raw["reference"], calls)),
+        candidate=summarize(cand_ms, clock, calls, tail_ms(raw["candidate"], calls)),
         speedup=statistics.median(ratios),
         speedup_ci=ci,
         pairs=len(ratios),

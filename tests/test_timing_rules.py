@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import PairedTiming, TimingSummary
-from pytest_cudal1.timing import AuditFailure, _check_clocks, counted_ms
+from pytest_cudal1.timing import AuditFailure, _check_clocks, counted_ms, pool_runs, summarize, tail_ms
 from pytest_cudal1.workers import runtime
 from pytest_cudal1.workers.runtime import Flusher, TimedLoop, TimingInputs, timed_sample
 
@@ -54,6 +56,17 @@ def test_a_few_late_wake_ups_are_not_counted_as_escaped_work() -> None:
 def test_work_escaping_in_most_samples_is_added_to_every_sample() -> None:
     samples = [(0.5, 2.0)] * 8 + [(0.5, 0.0)] * 2  # a side stream's 2 ms, seen in 8 of 10 samples
     assert counted_ms(samples, 1) == pytest.approx([2.5] * 10)
+
+
+def test_the_counted_tail_is_reported_per_side_and_pooled() -> None:
+    samples = [(0.5, 0.4)] * 6 + [(0.5, 0.0)] * 4  # 0.4 ms escaped in most samples of 4 calls each
+    assert tail_ms(samples, 4) == pytest.approx(0.1)
+    runs = []
+    for tail in (0.1, 0.0, 0.3):
+        side = summarize([0.6, 0.6, 0.6], "cuda_event", 4, tail)
+        runs.append(PairedTiming(summarize([0.6, 0.6, 0.6], "cuda_event", 4), side, 1.0, (1.0, 1.0), 3, "m", "budget"))
+    pooled = pool_runs(runs, random.Random(0))
+    assert pooled.candidate.tail_ms == pytest.approx(0.1) and pooled.reference.tail_ms == 0.0
 
 
 def test_fixed_input_sets_are_the_same_buffers_with_new_values() -> None:

@@ -38,7 +38,7 @@ class CandidateWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
         self.flush = runtime.Flusher(self.device)  # also initializes CUDA before the baseline below
-        self.idle_tail = 0.0
+        self.idle_sync = 0.0
         self.baseline = guards.settings()
         self.watch = guards.TamperWatch()
         self.module: Any = None
@@ -61,7 +61,7 @@ class CandidateWorker:
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         # Calibrated here, not at start-up: the worker may start while the previous item still runs on the
         # GPU; and before the import, so no candidate code can keep the GPU busy to inflate it.
-        self.idle_tail = runtime.idle_tail_ms(self.device)
+        self.idle_sync = runtime.idle_sync_ms(self.device)
         t0 = time.perf_counter()
         self.module = import_candidate(body["path"], body["module_name"])
         return {"import_s": time.perf_counter() - t0,
@@ -147,7 +147,7 @@ class CandidateWorker:
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
         sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device,
-                                            self.flush, self.idle_tail, before=guards.reset_persisting_l2,
+                                            self.flush, self.idle_sync, before=guards.reset_persisting_l2,
                                             graph=bool(body.get("graph")))
         flags = []
         lazy = next((why for why in map(guards.lazy_outputs, outs) if why), None)

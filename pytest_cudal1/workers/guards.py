@@ -323,7 +323,7 @@ def reset_persisting_l2() -> None:
 
 WATCHED_METHODS = {
     torch.Tensor: ("__eq__", "clone", "to", "cpu", "copy_", "data_ptr", "__torch_function__"),
-    torch.cuda.Event: ("record", "elapsed_time", "synchronize"),
+    torch.cuda.Event: ("record", "elapsed_time", "synchronize", "query"),
     torch.nn.Module: ("__call__", "_call_impl"),
 }
 

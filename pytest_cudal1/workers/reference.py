@@ -29,14 +29,14 @@ class ReferenceWorker:
         self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
         self.flush = runtime.Flusher(self.device)
-        self.idle_tail = 0.0
+        self.idle_sync = 0.0
         self.trial_inputs: list[Any] = []
         self.expected: Any = None
         self.native: Any = None
         self.native_error = 0.0  # largest |native - float64| seen: the reference's own rounding error
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.idle_tail = runtime.idle_tail_ms(self.device)  # here: the worker may start while others use the GPU
+        self.idle_sync = runtime.idle_sync_ms(self.device)  # here: the worker may start while others use the GPU
         module = types.ModuleType("cudal1_reference_task")
         exec(compile(body["source"], body["origin"], "exec"), module.__dict__)  # noqa: S102 - trusted task source
         for name in ("Model", "get_inputs", "get_init_inputs"):
@@ -132,7 +132,7 @@ class ReferenceWorker:
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
         sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
-                                            self.idle_tail, before=guards.reset_persisting_l2,
+                                            self.idle_sync, before=guards.reset_persisting_l2,
                                             graph=bool(body.get("graph")))
         sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
         self.last_output = outs[-1]

@@ -318,47 +318,57 @@ def placements_fitting(per_placement: int, device: str, most: int) -> int:
     return max(1, min(most, int(PLACEMENT_MEMORY_SHARE * free / max(per_placement, 1))))
 
 
-def _round_trip_ms(device: str) -> float:
-    """An event, a device-wide synchronize, another event: the host's wake-up when nothing else runs."""
-    first, after = _Event(enable_timing=True), _Event(enable_timing=True)
-    first.record()
+def _spin_until(event: Any) -> None:
+    """Poll ``event`` until the GPU has passed it: the host notices at once (no sleep, no wake-up)."""
+    while not event.query():
+        pass
+
+
+def _idle_sync_ms(device: str) -> float:
+    """A device-wide synchronize with nothing left to wait for, on the host clock: the tail of an honest sample."""
+    done = _Event()
+    done.record()
+    _spin_until(done)
+    t0 = _perf_counter_ns()
     sync(device)
-    after.record()
-    after.synchronize()
-    return first.elapsed_time(after)
+    return (_perf_counter_ns() - t0) / 1e6
 
 
-def idle_tail_ms(device: str, n: int = 21) -> float:
-    """The upper quartile of this process's idle round trip (``_round_trip_ms``), 0 on the CPU.
+def idle_sync_ms(device: str, n: int = 21) -> float:
+    """The upper quartile of this process's idle synchronize (``_idle_sync_ms``), 0 on the CPU.
 
     Measured before any candidate code is imported, so a candidate cannot inflate the
     allowance that ``timed_sample`` grants a sample's tail.
     """
     if not device.startswith("cuda"):
         return 0.0
-    trips = sorted(_round_trip_ms(device) for _ in range(n))
-    return trips[(3 * n) // 4]
+    costs = sorted(_idle_sync_ms(device) for _ in range(n))
+    return costs[(3 * n) // 4]
 
 
-# A sample's tail may exceed the idle round trip measured at start-up by this much before it counts as
-# work left running (the host's wake-up varies with load; seen on an H200: 15 us medians over start-up).
-TAIL_SLACK_MS = 0.05
+# An eager sample's tail may exceed the idle synchronize measured at start-up by this much before it counts as
+# work left running. After honest work a synchronize costs more than after none: on the H200 (session 6 probe,
+# ``x + 1`` replayed on 32-256 MB buffers) the run medians of that excess were 11-48 us, and they moved
+# whole runs by up to 3% when counted. Work hidden on another stream can escape the count by this much.
+HONEST_TAIL_MS = 0.05
 
 
-def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flusher, idle_tail: float = 0.0,
+def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flusher, idle_sync: float = 0.0,
                  before: Callable[[], None] = lambda: None, graph: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``).
 
     On CUDA: a short spin kernel (the hold), start event, the calls, end event on the
-    current stream, device-wide synchronize, then a tail event. The hold keeps the
-    GPU busy while the host queues the first launch, so host launch latency stays out
-    of the time (the profiler's view of the same kernels). ``end`` comes before the
-    synchronize so the host's wake-up (tens of microseconds, jittery) stays out too.
-    Work left on any other stream delays the synchronize, so the tail (``end`` to the
-    tail event) outgrows a round trip measured right after, in the same state, with
-    nothing running (allowed between ``idle_tail``, measured before the candidate
-    loaded, and ``2 * idle_tail + TAIL_SLACK_MS``); the excess is ``escaped_ms``, which
-    the controller adds to the run's samples (``timing.counted_ms``).
+    current stream. The hold keeps the GPU busy while the host queues the first launch,
+    so host launch latency stays out of the time (the profiler's view of the same kernels).
+    Then the host polls the end event until the current stream has passed it and
+    synchronizes the whole device: work left on any other stream makes that synchronize
+    wait. Its cost past an idle synchronize (``idle_sync``, measured before the candidate
+    loaded, plus ``HONEST_TAIL_MS``) is ``escaped_ms``, which the controller adds to the
+    run's samples (``timing.counted_ms``). Both ends of that tail are read on the host
+    clock by a host that never sleeps in between. A graph replay has no escaped work
+    (a capture must join every stream it forked, and work launched outside the capture
+    is missing from the replay, whose outputs are checked), so its tail is not counted:
+    after bandwidth-heavy replays honest tails reached 76 us on the H200 (session 6).
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
@@ -368,19 +378,19 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
     sync(device)
     escaped = 0.0
     if device.startswith("cuda"):
-        held, start, end, tail = (_Event(enable_timing=True) for _ in range(4))
+        held, start, end = (_Event(enable_timing=True) for _ in range(3))
         t0 = _perf_counter_ns()
         held.record()
         _gpu_sleep(HOLD_CYCLES)
         start.record()
         outs = run()
         end.record()
+        _spin_until(end)
+        stream_done = _perf_counter_ns()
         sync(device)
-        tail.record()
-        tail.synchronize()
         t1 = _perf_counter_ns()
-        allowance = max(idle_tail, min(_round_trip_ms(device), 2 * idle_tail + TAIL_SLACK_MS))
-        escaped = max(0.0, end.elapsed_time(tail) - allowance)
+        if not graphed:  # a replay runs only what was captured, joined into the graph: nothing escapes it
+            escaped = max(0.0, (t1 - stream_done) / 1e6 - idle_sync - HONEST_TAIL_MS)
         event_ms = start.elapsed_time(end) / calls
         t1 -= int(held.elapsed_time(start) * 1e6)  # the host clock, less the hold the harness queued
     else:
