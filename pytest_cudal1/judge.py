@@ -276,6 +276,7 @@ class Judge:
         except WorkerFailure as exc:
             return Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence)
         finally:
+            self._release_timing([ref for ref, _ in pairs])
             for replica in replicas:
                 replica_strays += replica.strays()
                 replica.close()
@@ -324,6 +325,18 @@ class Judge:
         prepared = reference.request("prepare_timing", {"seed": self.cfg.seed}, timeout)
         worker.request("prepare_timing", {"inputs": reference.request("timing_base", None, timeout, raw=True)}, timeout)
         return int(prepared["input_nbytes"])
+
+    def _release_timing(self, references: list[WorkerProcess]) -> None:
+        """The kept reference workers free their timing buffers; one that fails is replaced, never blamed on
+        the candidate."""
+        for reference in references:
+            if reference.proc.poll() is not None:  # closed after failing a check: nothing left to free
+                continue
+            try:
+                reference.request("release_timing", None, self.cfg.call_timeout)
+            except WorkerFailure:
+                self.references.close_current()
+                return
 
     def _measure(self, pairs: list[tuple[WorkerProcess, WorkerProcess]], rng: random.Random) -> PairedTiming:
         """Paired timing in each pair of workers, the time budget shared; several runs are pooled."""

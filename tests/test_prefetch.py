@@ -3,12 +3,15 @@
 Real workers on bundled tasks: judging A with B announced as upcoming leaves B's candidate worker
 running (started after A's timing), judging B takes exactly that worker, and a spare that does not
 match the item judged next is closed, never used for another candidate. When the next item's task
-differs, its reference worker starts early too and is the one that task gets.
+differs, its reference worker starts early too and is the one that task gets. A reference worker kept
+for the task's next candidate drops its timing buffers after each item.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from kernelbench.loaders import load_tasks
 from pytest_cudal1.builds import BuildPool
@@ -16,6 +19,7 @@ from pytest_cudal1.candidates import Candidate, reference_candidate
 from pytest_cudal1.judge import Judge, JudgeConfig
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.timing import TimingConfig
+from pytest_cudal1.workers.process import WorkerFailure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,5 +72,21 @@ def test_next_tasks_reference_worker_is_started_early_and_taken(tmp_path: Path) 
         second = judge.judge(gelu, reference_candidate(gelu))
         assert second.verdict.reason is Reason.OK, second.verdict.message
         assert judge.references.worker is spare and judge.references.spare is None
+    finally:
+        judge.close()
+
+
+def test_kept_reference_worker_frees_its_timing_buffers_after_each_item(tmp_path: Path) -> None:
+    task = bundled("1_ReLU")
+    judge = make_judge(tmp_path)
+    try:
+        first = judge.judge(task, reference_candidate(task))
+        assert first.verdict.reason is Reason.OK, first.verdict.message
+        kept = judge.references.worker
+        with pytest.raises(WorkerFailure, match="AssertionError"):  # no timed loop left to sample
+            kept.request("time", {"seed": 1, "calls": 1}, 30)
+        second = judge.judge(task, reference_candidate(task))  # the same worker times again
+        assert second.verdict.reason is Reason.OK, second.verdict.message
+        assert judge.references.worker is kept
     finally:
         judge.close()

@@ -111,6 +111,13 @@ class ReferenceWorker:
         self.loop = runtime.TimedLoop(self._timed_call, runtime.TimingInputs(base, self.device))
         return {"input_nbytes": sum(t.numel() * t.element_size() for t in guards.tensors(base))}
 
+    def release_timing(self, _body: Any) -> None:
+        """Drop the timing buffers (placements, graph captures) and hand cached device memory back:
+        the worker is kept for the task's next candidate, whose trials should not compete with them."""
+        self.loop, self.last_output = None, None
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+
     def timing_base(self, _body: Any) -> list[Any]:
         """The base of the timed inputs, for the controller to relay to the candidate."""
         assert self.loop is not None
@@ -184,6 +191,7 @@ def main() -> None:
         "capture": worker.capture,
         "place": worker.place,
         "time": worker.time,
+        "release_timing": worker.release_timing,
         "bandwidth": worker.bandwidth,
     })
 
