@@ -331,7 +331,8 @@ def measure_pairs(
     if math.isnan(ci[0]) or stopped == "max_pairs":  # the last interval may predate the last pairs
         ci = bootstrap_median_ci([ratios], rng)
     warnings = _state_warnings(states)
-    escaped_ms = tail_ms(raw["candidate"], calls) * calls
+    ref_tail, cand_tail = tail_ms(raw["reference"], calls), tail_ms(raw["candidate"], calls)
+    escaped_ms = cand_tail * calls
     if escaped_ms > max(ESCAPED_WARN_MS, ESCAPED_WARN_SHARE * statistics.median(cand_ms) * calls):
         warnings.append(f"work on other streams ran {escaped_ms:.4g} ms per sample past the call's "
                         "return on its stream; counted in the candidate's time")
@@ -344,8 +345,8 @@ def measure_pairs(
     if eager_because:
         method += f", eager (no CUDA graph: {eager_because})"
     return PairedTiming(
-        reference=summarize(ref_ms, clock, calls, tail_ms(raw["reference"], calls)),
-        candidate=summarize(cand_ms, clock, calls, tail_ms(raw["candidate"], calls)),
+        reference=summarize(ref_ms, clock, calls, ref_tail),
+        candidate=summarize(cand_ms, clock, calls, cand_tail),
         speedup=statistics.median(ratios),
         speedup_ci=ci,
         pairs=len(ratios),
