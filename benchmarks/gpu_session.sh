@@ -7,14 +7,17 @@
 # (benchmarks/precision_probe.py). Settings: KB_SELECT, a pytest -k expression, picks KernelBench items;
 # KB_BUDGET, the references' timing budget in seconds (1.5); KB_ARGS, more options for both (e.g.
 # --cudal1-timing-processes=3); SUITE_K the red-team tests; TQ_ONLY the
-# timing sections; PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
-# Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them.
+# timing sections; TQ_ARGS more timing_quality.py options (e.g. --graphs-only --kernels matmul_eager);
+# PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
+# Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them;
+# nvidia-smi-trace.csv beside them has the card's clocks, power and temperatures every 200 ms.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
 # for Numba, a numpy wheel the image's numba accepts in .whl/. Writes everything under $OUT.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 stage=$(mktemp -d)/gpu
 mkdir -p "$stage"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -24,6 +27,10 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$stag
     || export PYTEST_ADDOPTS="-p pytest_cudal1.plugin" PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv >"$stage/nvidia-smi.csv"
+# The card's clocks, power and temperatures every 200 ms, to tell a device-wide step in timed samples from noise.
+trace=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,temperature.memory,clocks_event_reasons.active
+nvidia-smi --format=csv -lms 200 --query-gpu="$trace" >"$stage/nvidia-smi-trace.csv" 2>/dev/null &
+tracer=$!
 common=(-p no:cacheprovider -q --cudal1-cache-dir=/tmp/cudal1-cache)
 pack() { tar -C "$(dirname "$stage")" -czf "$OUT/gpu-results.tmp.tar.gz" gpu && mv "$OUT/gpu-results.tmp.tar.gz" "$OUT/gpu-results.tar.gz"; }
 ( while sleep 20; do pack; done ) &
@@ -60,10 +67,13 @@ for phase in "$@"; do
                 >"$stage/timing-quality.log" 2>&1 ;;
         *) echo "unknown phase $phase" ;;
     esac
-    echo "phase $phase: rc=$? in $(( $(date +%s) - start )) s" | tee -a "$stage/phases.log"
+    rc=$?
+    echo "phase $phase: rc=$rc in $(( $(date +%s) - start )) s, from $(date -u -d "@$start" +%T) UTC" \
+        | tee -a "$stage/phases.log"
     tail -n 25 "$stage"/*"${phase}"*.log 2>/dev/null | tail -n 30
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
         --format=csv,noheader >>"$stage/nvidia-smi.csv"
     pack
 done
-kill "$packer" 2>/dev/null
+kill "$packer" "$tracer" 2>/dev/null
+pack

@@ -120,16 +120,17 @@ class Pair:
 
 
 def precision(workdir: Path, pairs: int = 30, eager_too: bool = True, judged: bool = False, processes: int = 1,
-              saved: Callable[[list[dict[str, Any]]], None] = lambda rows: None) -> list[dict[str, Any]]:
+              saved: Callable[[list[dict[str, Any]]], None] = lambda rows: None,
+              kernels: set[str] | None = None) -> list[dict[str, Any]]:
     """Each kernel timed 10 times in one run: 10 paired measurements on one pair of workers or, ``judged``,
     10 judgments as a session makes them (the real ``Judge``: fresh candidate workers, ``processes`` pairs
     each, the task's reference workers kept); short-kernel calls replayed as a CUDA graph (the default) and
     eagerly; beside it the same kernel in a bare loop with no harness (the machine's own spread). ``saved``
-    gets the rows after each measurement (a run cut short keeps them)."""
+    gets the rows after each measurement (a run cut short keeps them); ``kernels`` picks some by name."""
     rows: list[dict[str, Any]] = []
     gpu = environment.has_gpu()
     for name, make_input, forward, gpu_only in PRECISION_KERNELS:
-        if gpu_only and not gpu:
+        if (gpu_only and not gpu) or (kernels and name not in kernels):
             continue
         task = synthetic(name, make_input, forward)
         for graphs in ((True, False) if eager_too and not gpu_only else (True,)) if gpu else (False,):
@@ -144,6 +145,7 @@ def precision(workdir: Path, pairs: int = 30, eager_too: bool = True, judged: bo
                              "reference_median_ms": t.reference.median_ms, "reference_tail_ms": t.reference.tail_ms,
                              "speedup": t.speedup, "speedup_ci": t.speedup_ci, "method": t.method,
                              "warnings": t.warnings, "gpu_state": t.gpu_state, "phase_s": phases,
+                             "ended_at_unix": time.time(),
                              "samples_ms": t.candidate.samples_ms, "reference_samples_ms": t.reference.samples_ms})
                 print(f"  {name} {i}: {t.candidate.median_ms:.5f} ms (tail {t.candidate.tail_ms:.5f}), "
                       f"reference {t.reference.median_ms:.5f} ms (tail {t.reference.tail_ms:.5f}), "
@@ -213,7 +215,7 @@ BARE_SCRIPT = textwrap.dedent("""
     def sample(replay):
         flush.random_(); torch.cuda.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(200_000); s.record()
+        torch.cuda._sleep(2_000_000); s.record()
         if replay:
             graph.replay()
         else:
@@ -365,6 +367,7 @@ def main() -> None:
     ap.add_argument("--graphs-only", action="store_true", help="precision: skip the eager comparison")
     ap.add_argument("--judged", action="store_true", help="precision: 10 judgments (fresh workers), not 10 measurements")
     ap.add_argument("--processes", type=int, default=1, help="precision --judged: worker-process pairs per judgment")
+    ap.add_argument("--kernels", default="", help="precision: comma-separated kernel names (default all)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gpu = environment.has_gpu()
@@ -377,9 +380,10 @@ def main() -> None:
         result[name] = value
         Path(args.out).write_text(json.dumps(result, indent=2, default=str))
 
+    kernels = set(filter(None, args.kernels.split(",")))
     for name, fn in (
         ("precision", lambda: precision(work, args.precision_pairs, not args.graphs_only, args.judged, args.processes,
-                                        lambda rows: save("precision", rows))),
+                                        lambda rows: save("precision", rows), kernels)),
         ("accuracy", lambda: accuracy([by_name[n] for n in ACCURACY_TASKS if n in by_name], work) if gpu else []),
         ("side_stream", lambda: side_stream(by_name["1_Square_matrix_multiplication_"], work) if gpu else {}),
         ("overhead", lambda: overhead(work)),

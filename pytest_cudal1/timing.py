@@ -3,10 +3,11 @@
 Each pair times the reference worker and the candidate worker once each, in
 random order, on the same freshly derived inputs (``runtime.TimingInputs``), so
 clock and thermal drift hit both sides alike. Inside each worker a sample is:
-L2 flush, device-wide synchronize, a short spin kernel while the host queues
-the first launch, start event, the calls, end event, and work still running on
+L2 flush, device-wide synchronize, a spin kernel while the host queues the
+first launch, start event, the calls, end event, and work still running on
 other streams after the end event timed by a device-wide synchronize
-(``runtime.timed_sample``) and added as the run's median (``counted_ms``). The
+(``runtime.timed_sample``) and added as the run's median (``counted_ms``); a
+sample counts at least the host's time to queue its calls. The
 speedup is the median of per-pair ratios with a bootstrap 95% interval; measuring stops when that
 interval is within ``target_rel_ci`` of the median (after ``min_pairs``), when
 ``max_pairs`` is reached, or when the time budget runs out (after at least
@@ -152,10 +153,18 @@ def _pooled_state(states: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _device_ms(sample: dict[str, Any]) -> float:
+    """The device's time per call (events, or the host clock on the CPU). It sizes short kernels' samples:
+    one eager call of a short kernel is host-bound, and its queueing time would size them too small."""
+    return float(sample["event_ms"] if sample.get("event_ms") is not None else sample["host_ms"])
+
+
 def _sample_ms(sample: dict[str, Any]) -> tuple[float, str]:
+    """Time per call: the events', or the host's time to queue the calls when that is longer (the GPU
+    cannot run calls faster than they are queued, and host work done while the GPU held is still work)."""
     if sample.get("event_ms") is not None:
-        return float(sample["event_ms"]), "cuda_event"
-    return float(sample["host_ms"]), "perf_counter"
+        return max(_device_ms(sample), float(sample.get("enqueue_ms") or 0.0)), "cuda_event"
+    return _device_ms(sample), "perf_counter"
 
 
 def tail_ms(samples: list[tuple[float, float]], calls: int) -> float:
@@ -244,12 +253,13 @@ def measure_pairs(
     checks = _CallChecks(seen_digests if seen_digests is not None else {})
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
     gaps: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (host - event, event) per call
+    host_bound = {"reference": 0, "candidate": 0}  # samples whose host queued slower than the GPU ran
     warm_ref = []
     placements = place(1)
     for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
         seed = rng.getrandbits(31)
         ref_sample = timed(reference, seed, 1)[0]
-        warm_ref.append(_sample_ms(ref_sample)[0])
+        warm_ref.append(_device_ms(ref_sample))
         bad = checks(-1, timed(candidate, seed, 1)[0], ref_sample)
         if bad is not None:
             raise AuditFailure(bad, -1)
@@ -293,6 +303,7 @@ def measure_pairs(
                                            f"per call, longer than the controller's {wall_ms / calls:.4g} ms"), pair)
             samples[worker.role] = sample
             if sample.get("event_ms") is not None:
+                host_bound[worker.role] += ms > float(sample["event_ms"])
                 event = ms + escaped / calls
                 gaps[worker.role].append((float(sample["host_ms"]) - event, event))
             overheads[worker.role].append(wall_ms - float(sample["host_ms"]) * calls)
@@ -336,6 +347,10 @@ def measure_pairs(
     if escaped_ms > max(ESCAPED_WARN_MS, ESCAPED_WARN_SHARE * statistics.median(cand_ms) * calls):
         warnings.append(f"work on other streams ran {escaped_ms:.4g} ms per sample past the call's "
                         "return on its stream; counted in the candidate's time")
+    for role, n in host_bound.items():
+        if 2 * n > pairs:
+            warnings.append(f"the host took longer to queue the {role}'s calls than the GPU took to run them in "
+                            f"{n} of {pairs} samples (host-bound); the queueing time was counted")
     method = ("cuda events, L2 flushed, other streams' tail counted" if clock == "cuda_event" else "host perf_counter")
     method += ", rotated input sets with fresh values per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
     if graph:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import torch
@@ -10,7 +11,8 @@ import torch
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import PairedTiming, TimingSummary
-from pytest_cudal1.timing import AuditFailure, _check_clocks, counted_ms, pool_runs, summarize, tail_ms
+from pytest_cudal1.timing import (AuditFailure, _check_clocks, _device_ms, _sample_ms, counted_ms, pool_runs, summarize,
+                                  tail_ms)
 from pytest_cudal1.workers import runtime
 from pytest_cudal1.workers.runtime import Flusher, TimedLoop, TimingInputs, timed_sample
 
@@ -67,6 +69,18 @@ def test_the_counted_tail_is_reported_per_side_and_pooled() -> None:
         runs.append(PairedTiming(summarize([0.6, 0.6, 0.6], "cuda_event", 4), side, 1.0, (1.0, 1.0), 3, "m", "budget"))
     pooled = pool_runs(runs, random.Random(0))
     assert pooled.candidate.tail_ms == pytest.approx(0.1) and pooled.reference.tail_ms == 0.0
+
+
+def test_a_sample_counts_the_hosts_queueing_time_when_it_is_longer_than_its_events() -> None:
+    assert _sample_ms({"event_ms": 2.7, "enqueue_ms": 0.05, "host_ms": 2.8}) == (2.7, "cuda_event")
+    assert _sample_ms({"event_ms": 0.1, "enqueue_ms": 0.8, "host_ms": 0.9}) == (0.8, "cuda_event")
+    assert _sample_ms({"event_ms": None, "enqueue_ms": None, "host_ms": 0.9}) == (0.9, "perf_counter")
+
+
+def test_short_kernels_samples_are_sized_by_the_device_time_not_the_queueing() -> None:
+    # H200: one eager 17 us call took ~85 us to queue; sized from that, samples held 10 calls, not ~48.
+    assert _device_ms({"event_ms": 0.017, "enqueue_ms": 0.085, "host_ms": 0.1}) == 0.017
+    assert _device_ms({"event_ms": None, "enqueue_ms": None, "host_ms": 0.1}) == 0.1
 
 
 def test_fixed_input_sets_are_the_same_buffers_with_new_values() -> None:
@@ -129,3 +143,21 @@ def test_eager_outputs_rotate_among_memory_pools_set_up_before_timing() -> None:
     placements, inputs, outputs, grew = _eager_run("cuda", 4, 12)
     assert placements == 4 and len(inputs) == 4 and len(outputs) == 4
     assert grew == 0  # no cudaMalloc inside a timed region
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_host_work_done_while_the_gpu_holds_is_counted() -> None:
+    # 0.5 ms of host work, then a tiny kernel: the hold (~1 ms) covers the work, so the events see only
+    # the kernel; the host's queueing time is what the sample counts.
+    def call(args: list[torch.Tensor]) -> torch.Tensor:
+        until = time.perf_counter() + 5e-4
+        while time.perf_counter() < until:
+            pass
+        return args[0] + 1
+
+    loop, flush = TimedLoop(call, TimingInputs([torch.ones(1024, device="cuda")], "cuda")), Flusher("cuda")
+    loop.place(1, 1)
+    sample, _ = timed_sample(loop, 0, 1, "cuda", flush)
+    assert sample["event_ms"] < 0.3 and sample["enqueue_ms"] >= 0.5
+    assert _sample_ms(sample)[0] == sample["enqueue_ms"]

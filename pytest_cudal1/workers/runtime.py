@@ -33,9 +33,12 @@ _mem_get_info = torch.cuda.mem_get_info
 _MemPool = getattr(torch.cuda, "MemPool", None)  # torch >= 2.7
 _use_mem_pool = getattr(torch.cuda, "use_mem_pool", None)
 
-# A spin kernel queued before the start event (~100 us at 2 GHz): the GPU waits while the host queues the
-# first launches, so the region starts at the first kernel, not at the host's Python overhead.
-HOLD_CYCLES = 200_000
+# A spin kernel queued before the start event (~1 ms at 2 GHz): the GPU waits while the host queues the
+# first launches, so the region starts at the first kernel, not at the host's Python overhead. At ~100 us
+# the host sometimes had not queued an eager matmul when the hold ran out (H200 session 7: 10 runs of a
+# 2.7 ms matmul spread 2.3% at 100 us, 0.1% at 1 ms). Host work done under the hold is not hidden by
+# it: a sample counts at least the host's time to queue its calls (``enqueue_ms``).
+HOLD_CYCLES = 2_000_000
 
 # Buffer placements (``TimedLoop``; how many at most is the controller's ``TimingConfig.placements``) may
 # take this share of the free memory.
@@ -357,9 +360,12 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
                  before: Callable[[], None] = lambda: None, graph: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``).
 
-    On CUDA: a short spin kernel (the hold), start event, the calls, end event on the
-    current stream. The hold keeps the GPU busy while the host queues the first launch,
-    so host launch latency stays out of the time (the profiler's view of the same kernels).
+    On CUDA: a spin kernel (the hold), start event, the calls, end event on the current
+    stream. The hold keeps the GPU busy while the host queues the first launch, so host
+    launch latency stays out of the time (the profiler's view of the same kernels); the
+    host's time from the start event to the end event's launch is ``enqueue_ms``, which
+    the controller counts when it is longer than the events' (host-bound calls, or host
+    work done while the GPU held).
     Then the host polls the end event until the current stream has passed it and
     synchronizes the whole device: work left on any other stream makes that synchronize
     wait. Its cost past an idle synchronize (``idle_sync``, measured before the candidate
@@ -383,8 +389,10 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
         held.record()
         _gpu_sleep(HOLD_CYCLES)
         start.record()
+        queued = _perf_counter_ns()
         outs = run()
         end.record()
+        enqueue_ms = (_perf_counter_ns() - queued) / 1e6 / calls
         _spin_until(end)
         stream_done = _perf_counter_ns()
         sync(device)
@@ -397,9 +405,9 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
         t0 = _perf_counter_ns()
         outs = run()
         t1 = _perf_counter_ns()
-        event_ms = None
-    return {"event_ms": event_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls, "escaped_ms": escaped,
-            "graph": graphed}, outs
+        event_ms = enqueue_ms = None
+    return {"event_ms": event_ms, "enqueue_ms": enqueue_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls,
+            "escaped_ms": escaped, "graph": graphed}, outs
 
 
 def to_device(values: list[Any], device: str) -> list[Any]:
