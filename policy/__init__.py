@@ -1,1 +1,1 @@
-"""The contrastive-RL policy trainer (exemplars, prompts, LLM backends, GRPO); arrives with its own issue."""
+"""The contrastive optimizer's parts: exemplar database, bucket sampler, prompts, answer parser, backends, built-in rewrites."""

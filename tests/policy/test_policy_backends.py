@@ -1,0 +1,46 @@
+"""The built-in backend behind the generation interface: n completions, parsed like a model's, building on exemplars."""
+
+from __future__ import annotations
+
+from kernelbench.loaders import load_tasks
+from policy.backends import BuiltinBackend, Completion, GenerationBackend, GenerationRequest, SamplingSettings
+from policy.builtin import Rewrite, first_round, render, steps_of
+from policy.parser import extract_code
+
+CONV = {t.name: t for t in load_tasks(None)[0]}["2_Conv2d_ReLU_Add"]
+
+
+def request(n: int, exemplars: tuple[str, ...] = ()) -> GenerationRequest:
+    return GenerationRequest(task=CONV, prompt="(unused by the built-in backend)", prompt_sha256="0" * 64, n=n,
+                             exemplar_codes=exemplars)
+
+
+def steps(completion: Completion) -> tuple[str, ...] | None:
+    code = extract_code(completion.text)
+    assert isinstance(code, str), code
+    return steps_of(code)
+
+
+def test_first_round_answers_are_distinct_single_steps_parsed_like_model_answers() -> None:
+    backend: GenerationBackend = BuiltinBackend()
+    (answers,) = backend.generate([request(3)], SamplingSettings(seed=4))
+    assert len(answers) == 3 and all(a.finish_reason == "stop" and a.error is None for a in answers)
+    got = [steps(a) for a in answers]
+    assert len(set(got)) == 3 and all(Rewrite(s) in first_round(CONV) for s in got)
+    assert extract_code(answers[0].text) == render(CONV, Rewrite(got[0]))
+    assert backend.generate([request(3)], SamplingSettings(seed=4)) == [answers]  # the seed decides
+
+
+def test_later_rounds_combine_the_exemplars_steps_first() -> None:
+    best = (render(CONV, Rewrite(("channels_last",))), render(CONV, Rewrite(("compile_default",))))
+    (answers,) = BuiltinBackend().generate([request(2, best)], SamplingSettings(seed=0))
+    assert steps(answers[0]) == ("channels_last", "compile_default")
+    assert steps(answers[1]) not in {("channels_last",), ("compile_default",)}  # nothing shown is proposed again
+
+
+def test_more_completions_than_rewrites_are_reported_as_errors() -> None:
+    (answers,) = BuiltinBackend().generate([request(20)], SamplingSettings(seed=0))
+    assert len(answers) == 20
+    failed = [a for a in answers if a.finish_reason == "error"]
+    assert failed and all("no further rewrite" in a.error and a.text == "" for a in failed)
+    assert len(answers) - len(failed) == len(first_round(CONV))
