@@ -138,8 +138,9 @@ class ExemplarDB:
     def _check_or_create(self) -> None:
         """Refuse (and never write to) a file that is not this schema; create the schema in an empty one."""
         try:
-            version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            # One statement, one snapshot: another process may be creating the schema right now.
+            version, tables = self.conn.execute(
+                "SELECT user_version, (SELECT count(*) FROM sqlite_master) FROM pragma_user_version").fetchone()
         except sqlite3.DatabaseError as exc:
             raise ExemplarDBError(f"{self.path}: not a readable exemplar database ({exc}); left untouched") from None
         empty = version == 0 and tables == 0

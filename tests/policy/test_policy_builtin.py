@@ -17,7 +17,7 @@ from cudal1_helpers import FAST, by_candidate, read_ledger, reason, run_pytest
 from kernelbench.loaders import load_tasks
 from policy import builtin
 from policy.builtin import Rewrite, first_round, next_round, render, steps_of, write_candidates
-from policy.exemplars import ExemplarDB
+from policy.exemplars import ExemplarDB, gpu_of
 from pytest_cudal1.candidates import load_candidates
 
 TASKS = {t.name: t for t in load_tasks(None)[0]}
@@ -89,7 +89,7 @@ def test_the_real_judge_accepts_the_rewrites_and_they_become_exemplars(tmp_path:
     assert passed, log
     with ExemplarDB(tmp_path / "x.sqlite") as db:
         report = db.import_ledger(ledger_path, [CONV])
-        stored = {e.code: e.speedup for e in db.successes(CONV.sha256, "cpu")}
+        stored = {e.code: e.speedup for e in db.successes(CONV.sha256, gpu_of(next(iter(records.values()))))}
     assert report.stored == 3 and report.no_code == 0
     assert stored == {render(CONV, r): records[f"{CONV.id}::{r.name}"]["speedup"] for r in passed}
 
