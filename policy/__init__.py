@@ -1,1 +1,2 @@
-"""The contrastive optimizer's parts: exemplar database, bucket sampler, prompts, answer parser, backends, built-in rewrites."""
+"""The contrastive optimizer's parts: exemplar database, bucket sampler, prompts,
+answer parser, generation backends, built-in rewrites."""

@@ -52,7 +52,8 @@ def sha(text: str) -> str:
 
 def record(source: str, *, task: Task = TASK, reason: Reason = Reason.OK, speedup: float | None = 1.5,
            gpu: str | None = "NVIDIA H200", judged_at: str = "2026-12-01T10:00:00+00:00",
-           origin: str = "cands/level1/7_scaled_relu/x.py", message: str = "", kernels: tuple[str, ...] = ()) -> dict[str, Any]:
+           origin: str = "cands/level1/7_scaled_relu/x.py", message: str = "",
+           kernels: tuple[str, ...] = ()) -> dict[str, Any]:
     side = TimingSummary(median_ms=1.0, iqr_ms=0.01, min_ms=0.9, mean_ms=1.0, n=10, clock="cuda_event")
     timing = None if speedup is None else PairedTiming(
         reference=side, candidate=side, speedup=speedup, speedup_ci=(speedup * 0.98, speedup * 1.02), pairs=10,

@@ -1,4 +1,5 @@
-"""The exemplar database: what becomes an exemplar, idempotent imports, refusing foreign files, concurrent and killed writers."""
+"""The exemplar database: what becomes an exemplar, idempotent imports, foreign files refused, concurrent
+and killed writers."""
 
 from __future__ import annotations
 
