@@ -18,22 +18,23 @@ from pytest_cudal1.workers import guards
 from pytest_cudal1.workers.runtime import TimedLoop, TimingInputs
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU")])]
+
+
 def _layout(x: torch.Tensor) -> tuple[object, ...]:
     return (x.storage_offset(), x.untyped_storage().nbytes(), x._is_view(), x._version, x.stride(),
             x.data_ptr() - x.untyped_storage().data_ptr())
 
 
-def test_timed_inputs_are_laid_out_like_trial_inputs_however_often_refilled() -> None:
-    base = [torch.randn(16, 256), torch.randint(0, 8, (512,))]
+@pytest.mark.parametrize("device", DEVICES)
+def test_timed_inputs_are_laid_out_like_trial_inputs_however_often_refilled(device: str) -> None:
+    base = [torch.randn(16, 256, device=device), torch.randint(0, 8, (512,), device=device)]
     trial = guards.Guarded(base).inputs
-    timing = TimingInputs(base, "cpu")
+    timing = TimingInputs(base, device)
     for seed in range(5):
         for inputs in timing.fixed(seed, 3):
             assert [_layout(x) for x in inputs] == [_layout(x) for x in trial]
-
-
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA GPU")])]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -62,9 +63,10 @@ def test_a_timed_write_past_an_input_is_seen_in_its_guard_bytes() -> None:
     assert guards.overrun(loop.inputs.in_use) == "guard bytes around input tensor #0 were overwritten"
 
 
-def test_integer_inputs_are_shuffled_per_call_within_what_the_task_drew() -> None:
-    labels, offsets = torch.randint(0, 8, (3, 100)), torch.tensor([0, 4, 4, 9, 20])
-    timing = TimingInputs([labels, offsets, torch.zeros(50, dtype=torch.bool)], "cpu")
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_inputs_are_shuffled_per_call_within_what_the_task_drew(device: str) -> None:
+    labels, offsets = torch.randint(0, 8, (3, 100), device=device), torch.tensor([0, 4, 4, 9, 20], device=device)
+    timing = TimingInputs([labels, offsets, torch.zeros(50, dtype=torch.bool, device=device)], device)
     seen = []
     for seed in range(4):
         got, kept, mask = (x.clone() for x in timing.fixed(seed, 1)[0])
