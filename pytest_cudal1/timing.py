@@ -30,7 +30,8 @@ Outputs of timed calls are checked: every call's digest (numel, sum, sum |x|,
 sum x^2) against the reference's for the same inputs and against earlier calls'
 (a replay); whole outputs after the first pair, the last pair and a random
 share of the others (drawn after the pair ran), so a candidate cannot be
-honest only when checked. The controller's wall clock around each sample
+honest only when checked; and, as in trials, their storage (apart from the inputs' and from the
+outputs of the last calls) and the guard bytes around their inputs (``runtime.TimedLoop.inspect``). The controller's wall clock around each sample
 bounds what a worker may report, on both sides.
 """
 

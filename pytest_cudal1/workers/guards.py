@@ -160,7 +160,10 @@ def perturb_malloc(on: bool) -> None:
 def filled_malloc(on: bool) -> Iterator[None]:
     """``perturb_malloc`` around a call: trials and timed calls alike, so what a fresh block holds
     does not tell them apart."""
-    perturb_malloc(on)
+    if not on:  # nothing to switch (and no mallopt inside a GPU's timed region)
+        yield
+        return
+    perturb_malloc(True)
     try:
         yield
     finally:
