@@ -22,6 +22,7 @@ from pytest_cudal1.builds import BuildPool
 from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe, recipe_strategy
+from pytest_cudal1.seeds import KeyedRandom, derived, draw_judge_seed
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import reward_for
 from pytest_cudal1.static_scan import scan
@@ -45,6 +46,8 @@ class JudgeConfig:
     peak_bandwidth_gbs: float | None = None  # None: measured on the GPU, no floor on the CPU
     remeasure_above: float = 10.0
     timing_processes: int = 1  # worker-process pairs each candidate is timed in (``timing.pool_runs``)
+    # Seed of recipes, timing inputs, pair order and audits (``seeds``); None: drawn per item after the build.
+    judge_seed: int | None = None
 
 
 class ReferencePool:
@@ -138,6 +141,7 @@ class Judge:
         self._bandwidth: float | None = None
         self._output_bytes: int | None = 0  # None: the reference returns views of its inputs
         self._digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
+        self._allowed: set[str] = set()  # flags the reference raised on itself in trials: legal for the candidate
         self._spare: tuple[tuple[str, str], WorkerProcess] | None = None  # started early for the next item
 
     def close(self) -> None:
@@ -193,7 +197,7 @@ class Judge:
             seed=self.cfg.seed, environment=environment.describe(),
         )
         record.static_findings = scan(candidate.source)
-        self._output_bytes, self._digests = 0, {}
+        self._output_bytes, self._digests, self._allowed = 0, {}, set()
         why = self.unavailable(candidate)
         if why:
             record.verdict = Verdict(Reason.BACKEND_UNAVAILABLE, why)
@@ -229,7 +233,9 @@ class Judge:
         bad = self._load(worker, candidate, record, phase)
         if bad is not None:
             return bad
-        bad = self._check_trials(task, reference, worker, record)
+        # Drawn now, after ModelNew is built: nothing the candidate's process holds follows from it.
+        record.judge_seed = secret = draw_judge_seed() if cfg.judge_seed is None else cfg.judge_seed
+        bad = self._check_trials(task, reference, worker, record, secret)
         phase("trials")
         if bad is not None:
             return bad
@@ -240,14 +246,15 @@ class Judge:
         # Started together, so their interpreters and CUDA contexts come up side by side.
         replicas = [self._start_worker(task, candidate) for _ in range(1, cfg.timing_processes)]
         try:
-            input_nbytes = self._prepare_timing(reference, worker)
+            base_seed = derived(secret, "timing-base")
+            input_nbytes = self._prepare_timing(reference, worker, base_seed)
             for i, replica in enumerate(replicas, start=1):
                 pairs.append((self.references.replica(task, i), replica))
                 bad = self._load(replica, candidate, record)
                 if bad is not None:
                     return Verdict(bad.reason, f"in timing process pair {i + 1}: {bad.message}", bad.evidence)
-                self._prepare_timing(*pairs[-1])
-            rng = random.Random(cfg.seed ^ 0x7177)
+                self._prepare_timing(*pairs[-1], base_seed)
+            rng = KeyedRandom(secret, "timing")
             record.timing = self._measure(pairs, rng)
             floor = None if self._output_bytes is None else self._floor_ms(input_nbytes + self._output_bytes)
             if floor is not None and record.timing.candidate.median_ms < floor:
@@ -319,11 +326,12 @@ class Judge:
         phase("candidate_init")
         return None
 
-    def _prepare_timing(self, reference: WorkerProcess, worker: WorkerProcess) -> int:
-        """Both workers of a pair get the reference's timing inputs; returns their bytes."""
+    def _prepare_timing(self, reference: WorkerProcess, worker: WorkerProcess, seed: int) -> int:
+        """Both workers of a pair get the reference's timing inputs (drawn under ``seed``); returns their bytes."""
         timeout = self.cfg.call_timeout
-        prepared = reference.request("prepare_timing", {"seed": self.cfg.seed}, timeout)
-        worker.request("prepare_timing", {"inputs": reference.request("timing_base", None, timeout, raw=True)}, timeout)
+        prepared = reference.request("prepare_timing", {"seed": seed}, timeout)
+        worker.request("prepare_timing", {"inputs": reference.request("timing_base", None, timeout, raw=True),
+                                          "allowed": sorted(self._allowed)}, timeout)
         return int(prepared["input_nbytes"])
 
     def _release_timing(self, references: list[WorkerProcess]) -> None:
@@ -343,7 +351,7 @@ class Judge:
         cfg = dataclasses.replace(self.cfg.timing, budget_s=self.cfg.timing.budget_s / len(pairs))
         runs = [measure_pairs(ref, cand, cfg, rng, functools.partial(self._check, ref, cand, "timed"),
                               dict(self._digests)) for ref, cand in pairs]
-        return runs[0] if len(runs) == 1 else pool_runs(runs, rng)
+        return runs[0] if len(runs) == 1 else pool_runs(runs, random.Random(rng.getrandbits(64)))
 
     def _replayed(self, cand_fp: Any, ref_fp: Any) -> str | None:
         """Did the candidate return the values of an earlier trial whose inputs (and reference) differed?"""
@@ -383,8 +391,11 @@ class Judge:
         return moved_bytes / (self._bandwidth * 1e9) * 1e3
 
     def _check_trials(self, task: Task, reference: WorkerProcess, worker: WorkerProcess,
-                      record: JudgedRecord) -> Verdict | None:
-        """Correctness on hypothesis-drawn recipes; the task's own distribution always runs first."""
+                      record: JudgedRecord, secret: int) -> Verdict | None:
+        """Correctness on hypothesis-drawn recipes; the task's own distribution always runs first.
+
+        Recipes follow from the judge seed ``secret``, never from the seed the models were built under.
+        """
         from hypothesis import HealthCheck, Phase, Verbosity, example, given, reject, settings
         from hypothesis import seed as hypothesis_seed
         from hypothesis.errors import Flaky, Unsatisfiable
@@ -392,11 +403,11 @@ class Judge:
         cfg = self.cfg
         fatal: list[WorkerFailure] = []
 
-        @hypothesis_seed(cfg.seed)
+        @hypothesis_seed(derived(secret, "recipes"))
         @settings(max_examples=max(cfg.trials - 1, 1), database=None, deadline=None, derandomize=False,
                   phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
                   report_multiple_bugs=False, print_blob=False, verbosity=Verbosity.quiet)
-        @example(Recipe(seed=cfg.seed, family="task", scale=1.0))
+        @example(Recipe(seed=derived(secret, "task-trial"), family="task", scale=1.0))
         @given(recipe_strategy())
         def trial(recipe: Recipe) -> None:
             if fatal:
@@ -412,6 +423,8 @@ class Judge:
                 reject()
             # A reference that returns a view of its inputs moves no bytes: no floor then.
             self._output_bytes = None if ref["aliases_input"] else sum(ref["output_nbytes"])
+            self._allowed |= {code for code, legal in (("OUTPUT_ALIASES_INPUT", ref["aliases_input"]),
+                                                       ("INPUT_MUTATED", ref["mutates_input"])) if legal}
             repeats = 2 if recipe.family == "task" else 1  # the task's own inputs run twice: races show
             for attempt in range(repeats):
                 try:
@@ -421,9 +434,7 @@ class Judge:
                     raise _Fatal(exc) from None
                 if record.first_call_ms is None:
                     record.first_call_ms = got["call_ms"]
-                flags = [f for f in got["flags"]
-                         if not (f["code"] == "OUTPUT_ALIASES_INPUT" and ref["aliases_input"])
-                         and not (f["code"] == "INPUT_MUTATED" and ref["mutates_input"])]
+                flags = [f for f in got["flags"] if f["code"] not in self._allowed]
                 replayed = self._replayed(got["fingerprint"], ref["fingerprint"])
                 if replayed:
                     flags.insert(0, {"code": "OUTPUT_REPLAY", "detail": replayed})

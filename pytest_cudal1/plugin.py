@@ -26,7 +26,9 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("level", "string", None, "comma-separated levels to judge, e.g. 1,2"),
     ("ledger", "string", "cudal1-ledger.jsonl", "reward ledger (JSONL) to append every judged pair to"),
     ("trials", "int", 5, "correctness trials per candidate (hypothesis-drawn input recipes)"),
-    ("seed", "int", None, "seed for models, recipes and timing (default: random, recorded in the ledger)"),
+    ("seed", "int", None, "seed the models' weights are built under (default: random, recorded in the ledger)"),
+    ("judge-seed", "int", None, "seed of recipes, timing inputs, order and audits, to reproduce a run (default: "
+                                "drawn per item after the candidate is built, recorded as judge_seed)"),
     ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling"),
     ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),
     ("time-budget", "float", 10.0, "seconds of paired timing per candidate, at most"),
@@ -207,7 +209,7 @@ class CudaL1Session:
 
             gpu = environment.has_gpu()
             cfg = JudgeConfig(
-                seed=self.seed, workdir=self.cache_dir,
+                seed=self.seed, workdir=self.cache_dir, judge_seed=setting(self.config, "judge-seed"),
                 trials=setting(self.config, "trials"),
                 call_timeout=setting(self.config, "call-timeout"),
                 compile_timeout=setting(self.config, "compile-timeout"),

@@ -78,6 +78,7 @@ class JudgedRecord:
     first_call_ms: float | None = None
     peak_memory_bytes: int | None = None
     seed: int | None = None
+    judge_seed: int | None = None  # seed of recipes, timing inputs, order and audits (``seeds``)
     kernels: list[str] = dataclasses.field(default_factory=list)  # GPU kernels one call launched (profiler)
     static_findings: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # warnings, never verdicts
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)  # wall clock per judging phase

@@ -30,7 +30,8 @@ Outputs of timed calls are checked: every call's digest (numel, sum, sum |x|,
 sum x^2) against the reference's for the same inputs and against earlier calls'
 (a replay); whole outputs after the first pair, the last pair and a random
 share of the others (drawn after the pair ran), so a candidate cannot be
-honest only when checked. The controller's wall clock around each sample
+honest only when checked; and, as in trials, their storage (apart from the inputs' and from the
+outputs of the last calls) and the guard bytes around their inputs (``runtime.TimedLoop.inspect``). The controller's wall clock around each sample
 bounds what a worker may report, on both sides.
 """
 
@@ -251,6 +252,8 @@ def measure_pairs(
         return _place(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls * cfg.placements + 60)
 
     checks = _CallChecks(seen_digests if seen_digests is not None else {})
+    # ``rng`` draws what the candidate must not predict (``seeds.KeyedRandom``); the bootstrap only needs speed.
+    boot = random.Random(rng.getrandbits(64))
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
     gaps: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (host - event, event) per call
     host_bound = {"reference": 0, "candidate": 0}  # samples whose host queued slower than the GPU ran
@@ -317,7 +320,7 @@ def measure_pairs(
         out_of_time = time.monotonic() - started > cfg.budget_s
         if (pairs >= cfg.min_pairs and pairs % 5 == 0) or (out_of_time and pairs >= MIN_PAIRS):
             ratios = _counted(raw, calls)[2]
-            ci = bootstrap_median_ci([ratios], rng)
+            ci = bootstrap_median_ci([ratios], boot)
             med = statistics.median(ratios)
             if pairs >= cfg.min_pairs and (ci[1] - ci[0]) / 2 <= cfg.target_rel_ci * med:
                 stopped, last = "converged", True
@@ -340,7 +343,7 @@ def measure_pairs(
             f"time explains (reference's harness overhead as the yardstick)",
             {"unreported_ms": unreported, "candidate_reported_ms": statistics.median(cand_ms)}), pairs - 1)
     if math.isnan(ci[0]) or stopped == "max_pairs":  # the last interval may predate the last pairs
-        ci = bootstrap_median_ci([ratios], rng)
+        ci = bootstrap_median_ci([ratios], boot)
     warnings = _state_warnings(states)
     ref_tail, cand_tail = tail_ms(raw["reference"], calls), tail_ms(raw["candidate"], calls)
     escaped_ms = cand_tail * calls

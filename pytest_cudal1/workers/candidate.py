@@ -10,6 +10,7 @@ module and exits: that is how candidates are built ahead of judging
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import sys
 import time
@@ -45,6 +46,9 @@ class CandidateWorker:
         self.model: torch.nn.Module | None = None
         self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
+        self.held: collections.deque[Any] = collections.deque(maxlen=runtime.HELD_CALLS)  # recent trials' outputs
+        self.poison_sizes: list[int] = []  # the reference's output sizes, poisoned before each call
+        self.allowed: set[str] = set()  # flags the reference earned too (it aliases or mutates its inputs)
         self.resident = 0  # device bytes the model holds (allocated while it was built)
         self.peak: int | None = None
 
@@ -84,18 +88,16 @@ class CandidateWorker:
     def run(self, body: dict[str, Any]) -> dict[str, Any]:
         """One correctness call under every guard; its outputs are kept for ``output``."""
         g = guards.Guarded(runtime.to_device(list(body["inputs"]), self.device))
-        guards.poison(list(body.get("poison", [])), self.device)
+        self.poison_sizes = list(body.get("poison", []))
+        guards.poison(self.poison_sizes, self.device)
         threads, children = guards.python_threads(), guards.child_pids()
         cpu = not self.device.startswith("cuda")
-        guards.perturb_malloc(cpu)
         before = self._allocated()
         if not cpu:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        try:
+        with guards.filled_malloc(cpu):
             out = self._call(g.inputs)
-        finally:
-            guards.perturb_malloc(False)
         flags = []
         lazy = guards.lazy_outputs(out)
         snap = None if lazy else guards.snapshot(out)
@@ -114,9 +116,10 @@ class CandidateWorker:
             code = "STREAM_ESCAPE" if self.device.startswith("cuda") else "DEFERRED_WORK"
             flags.append(flag(code, "the output read right after return differs from the output after a device-wide sync"))
         if not lazy:
-            if self.last_output is not None and guards.storage_ptrs(out) & guards.storage_ptrs(self.last_output):
+            if guards.reused([out], self.held):
                 flags.append(flag("OUTPUT_REPLAY", "the output buffer of an earlier call was returned again"))
             self.last_output = out
+            self.held.append(out)
             if guards.aliases(out, g.inputs):
                 flags.append(flag("OUTPUT_ALIASES_INPUT", "an output shares storage with an input"))
             for code, why in (("INPUT_MUTATED", g.mutated()), ("OUT_OF_BOUNDS_WRITE", g.overrun())):
@@ -130,7 +133,8 @@ class CandidateWorker:
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
         inputs = runtime.TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
-        self.loop = runtime.TimedLoop(self._call, inputs)
+        self.loop = runtime.TimedLoop(self._call, inputs, self.poison_sizes)
+        self.allowed = set(body.get("allowed", []))
 
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         """Capture the timed loop as CUDA graphs; their outputs are checked like any timed call's."""
@@ -154,15 +158,8 @@ class CandidateWorker:
         if lazy:
             flags.append(flag("LAZY_OUTPUT", lazy))
         else:
-            # A graph writes the same buffers on every replay; within one sample the calls still need their own.
-            earlier = self.last_output is not None and not sample["graph"]
-            seen = guards.storage_ptrs(self.last_output) if earlier else set()
-            for o in outs:
-                ptrs = guards.storage_ptrs(o)
-                if ptrs & seen:
-                    flags.append(flag("OUTPUT_REPLAY", "the same output buffer was returned for two different calls"))
-                    break
-                seen |= ptrs
+            aliasing_allowed = "OUTPUT_ALIASES_INPUT" in self.allowed
+            flags += [flag(code, detail) for code, detail in self.loop.inspect(outs, sample["graph"], aliasing_allowed)]
             sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
         self.last_output = outs[-1]
         sample["flags"] = flags + self.state_flags()

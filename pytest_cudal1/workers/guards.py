@@ -9,11 +9,12 @@ Everything here is bound at import, before the candidate module is loaded, and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -137,10 +138,10 @@ _libc: Any = None
 
 
 def perturb_malloc(on: bool) -> None:
-    """glibc's M_PERTURB: fresh host allocations read as 0xA5 bytes while on (CPU correctness trials only).
+    """glibc's M_PERTURB: fresh host allocations read as 0xA5 bytes while on (CPU calls only, ``filled_malloc``).
 
     The CPU allocator gives no guarantee that a freed, poisoned block comes back, so on the CPU every
-    fresh ``malloc`` is filled instead; timing runs with it off.
+    fresh ``malloc`` is filled instead.
     """
     global _libc
     if _libc is None:
@@ -155,31 +156,90 @@ def perturb_malloc(on: bool) -> None:
         _libc.mallopt(M_PERTURB, MALLOC_PERTURB_BYTE if on else 0)
 
 
+@contextlib.contextmanager
+def filled_malloc(on: bool) -> Iterator[None]:
+    """``perturb_malloc`` around a call: trials and timed calls alike, so what a fresh block holds
+    does not tell them apart."""
+    if not on:  # nothing to switch (and no mallopt inside a GPU's timed region)
+        yield
+        return
+    perturb_malloc(True)
+    try:
+        yield
+    finally:
+        perturb_malloc(False)
+
+
+class Slot:
+    """One input tensor's home: its bytes between guard bytes (0xA5) in a harness buffer.
+
+    Trials and timed calls hand ``forward`` the same kind of tensor, a fresh ``view()`` into a
+    slot: the same storage offset, storage size, alignment, strides and view-ness, and version 0,
+    since the slot is written through an alias with a version counter of its own (``target``). So
+    no input property tells a checked call from a timed one, and guard bytes surround both.
+    """
+
+    def __init__(self, like: torch.Tensor) -> None:
+        self.dtype, self.shape = like.dtype, like.shape
+        self.nbytes = like.numel() * like.element_size()
+        self.buffer = torch.full((GUARD_BYTES * 2 + self.nbytes,), GUARD_BYTE, dtype=torch.uint8, device=like.device)
+        writer = torch.empty(0, dtype=torch.uint8, device=like.device)
+        writer.set_(self.buffer.untyped_storage(), 0, self.buffer.shape)
+        self.target = self._inner(writer)  # what the harness writes through
+        self.intact = torch.full((GUARD_BYTES,), GUARD_BYTE, dtype=torch.uint8, device=like.device)
+
+    def _inner(self, buffer: torch.Tensor) -> torch.Tensor:
+        return buffer[GUARD_BYTES:GUARD_BYTES + self.nbytes].view(self.dtype).view(self.shape)
+
+    def view(self) -> torch.Tensor:
+        """A fresh tensor object over the slot's bytes: what ``forward`` gets."""
+        return self._inner(self.buffer)
+
+    def overrun(self) -> bool:
+        """Were guard bytes overwritten? (``torch.equal``: a timed sample checks hundreds of slots.)"""
+        return not (torch.equal(self.buffer[:GUARD_BYTES], self.intact)
+                    and torch.equal(self.buffer[-GUARD_BYTES:], self.intact))
+
+
+def overrun(slots: list[Slot]) -> str | None:
+    """Which input's guard bytes were overwritten, if any."""
+    for i, slot in enumerate(slots):
+        if slot.overrun():
+            return f"guard bytes around input tensor #{i} were overwritten"
+    return None
+
+
+def reused(outs: list[Any], held: Iterable[Any], exempt: set[int] | None = None) -> bool:
+    """Does any of ``outs`` share storage with another, or with a ``held`` earlier output?
+    ``exempt``: storages that may repeat (input sets', when the reference returns views of its inputs)."""
+    exempt = exempt or set()
+    seen = set().union(*(storage_ptrs(o) for o in held)) - exempt
+    for o in outs:
+        ptrs = storage_ptrs(o) - exempt
+        if ptrs & seen:
+            return True
+        seen |= ptrs
+    return False
+
+
 class Guarded:
-    """Inputs placed inside harness buffers with guard bytes before and after each."""
+    """A trial's inputs, each in a ``Slot``, with copies to tell whether the call changed them."""
 
     def __init__(self, inputs: list[Any]) -> None:
-        self.buffers: list[torch.Tensor] = []
+        self.slots: list[Slot] = []
         self.inputs: list[Any] = []
         for x in inputs:
             if isinstance(x, torch.Tensor) and x.numel():
-                x = x.contiguous()
-                n = x.numel() * x.element_size()
-                buf = torch.full((GUARD_BYTES * 2 + n,), GUARD_BYTE, dtype=torch.uint8, device=x.device)
-                inner = buf[GUARD_BYTES:GUARD_BYTES + n]
-                inner.copy_(_bytes(x))
-                self.buffers.append(buf)
-                self.inputs.append(inner.view(x.dtype).view(x.shape))
+                slot = Slot(x)
+                slot.target.copy_(x)
+                self.slots.append(slot)
+                self.inputs.append(slot.view())
             else:
                 self.inputs.append(x)
         self.originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
 
     def overrun(self) -> str | None:
-        for i, buf in enumerate(self.buffers):
-            head, tail = buf[:GUARD_BYTES], buf[-GUARD_BYTES:]
-            if not bool((head == GUARD_BYTE).all()) or not bool((tail == GUARD_BYTE).all()):
-                return f"guard bytes around input tensor #{i} were overwritten"
-        return None
+        return overrun(self.slots)
 
     def mutated(self) -> str | None:
         for i, (now, before) in enumerate(zip(self.inputs, self.originals)):

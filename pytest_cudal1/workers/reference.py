@@ -34,6 +34,7 @@ class ReferenceWorker:
         self.expected: Any = None
         self.native: Any = None
         self.native_error = 0.0  # largest |native - float64| seen: the reference's own rounding error
+        self.poison_sizes: list[int] = []  # output sizes, poisoned before eager timed samples as in the candidate
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         self.idle_sync = runtime.idle_sync_ms(self.device)  # here: the worker may start while others use the GPU
@@ -81,6 +82,7 @@ class ReferenceWorker:
         self.native_error = max(self.native_error, max_abs_diff(native, expected))
         self.trial_inputs, self.expected, self.native = guarded.originals, expected, native
         outs = list(guards.tensors(native))
+        self.poison_sizes = [t.numel() * t.element_size() for t in outs]
         return {"float64": precise, "aliases_input": guards.aliases(native, guarded.inputs),
                 "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
                 "output_nbytes": [t.numel() * t.element_size() for t in outs],
@@ -108,7 +110,7 @@ class ReferenceWorker:
         assert self.module is not None
         torch.manual_seed(int(body["seed"]))
         base = draw_inputs(self.module.get_inputs, None, self.device)
-        self.loop = runtime.TimedLoop(self._timed_call, runtime.TimingInputs(base, self.device))
+        self.loop = runtime.TimedLoop(self._timed_call, runtime.TimingInputs(base, self.device), self.poison_sizes)
         return {"input_nbytes": sum(t.numel() * t.element_size() for t in guards.tensors(base))}
 
     def release_timing(self, _body: Any) -> None:
@@ -141,6 +143,7 @@ class ReferenceWorker:
         sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
                                             self.idle_sync, before=guards.reset_persisting_l2,
                                             graph=bool(body.get("graph")))
+        self.loop.inspect(outs, sample["graph"], aliasing_allowed=True)  # the candidate's checks, for equal overhead
         sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
         self.last_output = outs[-1]
         return sample

@@ -8,8 +8,11 @@ here so that reference and candidate are measured by the very same code.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import math
 import os
+import random
 import sys
 import time
 import traceback
@@ -18,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from pytest_cudal1.wire import Channel, ChannelClosed
+from pytest_cudal1.workers import guards
 
 Handler = Callable[[Any], Any]
 
@@ -39,6 +43,10 @@ _use_mem_pool = getattr(torch.cuda, "use_mem_pool", None)
 # 2.7 ms matmul spread 2.3% at 100 us, 0.1% at 1 ms). Host work done under the hold is not hidden by
 # it: a sample counts at least the host's time to queue its calls (``enqueue_ms``).
 HOLD_CYCLES = 2_000_000
+
+# Outputs of at least this many calls (and of every call of the last sample) stay held, and none may share
+# storage with a new output: a candidate alternating two or three output buffers overwrites what it returned.
+HELD_CALLS = 4
 
 # Buffer placements (``TimedLoop``; how many at most is the controller's ``TimingConfig.placements``) may
 # take this share of the free memory.
@@ -123,41 +131,81 @@ class TimingInputs:
 
     The sets are allocated once per worker, so every sample reads the same kind of
     memory and the caching allocator cannot flatter or penalize one run over another;
-    every call still gets new values (each float input scaled by ``0.5 + U[0,1)``
-    from a per-call seed), so a cache keyed on pointers, ids, versions or shapes
-    returns stale values and fails the digest check. Both workers derive the same
-    values from the same seed, so the reference's output for a call checks the
-    candidate's.
+    every call still gets new values from a per-call seed, so a cache keyed on pointers,
+    ids, versions, shapes or contents returns stale values and fails the digest check:
+    each float input is scaled by ``0.5 + U[0,1)``, and each integer or boolean input
+    gets the base's own elements at shuffled positions (``_shuffle_into``). Every input
+    lives in a ``guards.Slot``, as trial inputs do, so a timed call's inputs look like a
+    checked call's and their guard bytes are checked after every sample. Both workers
+    derive the same values from the same seed, so the reference's output for a call
+    checks the candidate's.
     """
 
     def __init__(self, base: list[Any], device: str) -> None:
         self.base = base
         self.device = device
-        self.sets: list[list[Any]] = []
+        self.sets: list[list[Any]] = []  # per set: a guards.Slot per tensor input, other inputs as they are
+        self.in_use: list[guards.Slot] = []  # the slots the last refill handed out
+        # A sorted integer input is structure (offsets, say): shuffling it would break the task's preconditions.
+        self.sorted = [isinstance(x, torch.Tensor) and not x.is_floating_point() and _is_sorted(x) for x in base]
 
     def fixed(self, seed: int, calls: int, first: int = 0) -> list[list[Any]]:
         """Sets ``first`` to ``first + calls - 1``, refilled in place (a placement's sets; a graph reads them)."""
         self._allocate(first + calls)
-        return self._refill(self.sets[first:first + calls], seed)
+        chosen = self.sets[first:first + calls]
+        self._refill(chosen, seed)
+        self.in_use = [x for inputs in chosen for x in inputs if isinstance(x, guards.Slot)]
+        return [[x.view() if isinstance(x, guards.Slot) else x for x in inputs] for inputs in chosen]
 
     def set_bytes(self) -> int:
         return sum(x.numel() * x.element_size() for x in self.base if isinstance(x, torch.Tensor))
 
     def _allocate(self, n: int) -> None:
         while len(self.sets) < n:
-            self.sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in self.base])
+            self.sets.append([guards.Slot(x) if isinstance(x, torch.Tensor) and x.numel() else x for x in self.base])
 
-    def _refill(self, chosen: list[list[Any]], seed: int) -> list[list[Any]]:
+    def _refill(self, chosen: list[list[Any]], seed: int) -> None:
         for i, inputs in enumerate(chosen):
             gen = torch.Generator(device=self.device)
             gen.manual_seed(seed * 1009 + i)
-            for x, target in zip(self.base, inputs):
-                if isinstance(x, torch.Tensor) and x.is_floating_point():
+            for x, slot, keep in zip(self.base, inputs, self.sorted):
+                if not isinstance(slot, guards.Slot):
+                    continue
+                if x.is_floating_point():
                     u = torch.rand(x.shape, generator=gen, device=self.device, dtype=x.dtype)
-                    torch.mul(x, u + 0.5, out=target)
-                elif isinstance(x, torch.Tensor):
-                    target.copy_(x)
-        return chosen
+                    torch.mul(x, u + 0.5, out=slot.target)
+                elif keep:
+                    slot.target.copy_(x)
+                else:
+                    _shuffle_into(x, slot.target, random.Random(seed * 1009 + i))
+
+
+# Positions shuffled per chunk of this many elements: the index tensor stays small for a 1e9-element mask.
+SHUFFLE_CHUNK = 1 << 24
+
+
+def _shuffle_into(base: torch.Tensor, target: torch.Tensor, rng: random.Random) -> None:
+    """``target`` gets the elements of the integer or boolean ``base`` at positions i -> (a*i + b) mod n.
+
+    A permutation keeps every precondition a task's generator can give such inputs short of
+    their order (the range, each value's count, uniqueness: class labels, masks, index sets),
+    which redrawing within [min, max] would not (a set of unique indices would get duplicates).
+    An affine map with ``gcd(a, n) = 1`` is a permutation that needs no n-element index tensor.
+    """
+    n = base.numel()
+    a = rng.randrange(1, max(n, 2))
+    while math.gcd(a, n) != 1:
+        a = rng.randrange(1, n)
+    b = rng.randrange(n)
+    src, dst = base.reshape(-1), target.view(-1)
+    for start in range(0, n, SHUFFLE_CHUNK):
+        pos = torch.arange(start, min(n, start + SHUFFLE_CHUNK), device=base.device, dtype=torch.int64)
+        dst[start:start + pos.numel()] = src[(pos * a + b) % n]
+
+
+def _is_sorted(x: torch.Tensor) -> bool:
+    flat = x.reshape(-1)
+    return flat.numel() > 1 and bool((flat[1:] >= flat[:-1]).all()) and bool(flat[-1] != flat[0])
 
 
 def _free_default_generator() -> None:
@@ -193,9 +241,14 @@ class TimedLoop:
     calls when one fails (``timing._capture``).
     """
 
-    def __init__(self, call: Callable[[list[Any]], Any], inputs: TimingInputs) -> None:
+    def __init__(self, call: Callable[[list[Any]], Any], inputs: TimingInputs, poison: list[int] | None = None) -> None:
         self.call = call
         self.inputs = inputs
+        # Output sizes to poison before each eager sample, as before each trial, with fresh host blocks
+        # filled during the calls on the CPU: what a new allocation holds does not tell a trial from timing.
+        self.poison = list(poison or [])
+        self.cpu = not inputs.device.startswith("cuda")
+        self.held: collections.deque[Any] = collections.deque(maxlen=HELD_CALLS)  # recent eager calls' outputs
         self.graphs: list[tuple[torch.cuda.CUDAGraph, list[Any]]] = []  # (graph, its calls' outputs)
         self.graph_calls = 0
         self.pools: list[Any] = []  # eager placements' memory pools (None on the CPU)
@@ -274,11 +327,41 @@ class TimedLoop:
         k = self.turn % len(self.pools)
         self.turn += 1
         batches, pool = self.inputs.fixed(seed, calls, first=k * calls), self.pools[k]
+        with self._in(pool):
+            guards.poison(self.poison, self.inputs.device)
 
         def run() -> list[Any]:
-            with _use_mem_pool(pool) if pool is not None else contextlib.nullcontext():
+            with self._in(pool), guards.filled_malloc(self.cpu):
                 return [self.call(args) for args in batches]
         return run, False
+
+    def inspect(self, outs: list[Any], graphed: bool, aliasing_allowed: bool) -> list[tuple[str, str]]:
+        """Structural checks of a sample's outputs, as trials make them: (code, detail) per problem.
+
+        Both workers run them, so the harness's time around the call, which the controller compares
+        between the sides (``timing.UNREPORTED_MS``), is alike; only the candidate's are weighed.
+        """
+        problems = []
+        slots = self.inputs.in_use
+        inputs = {s.buffer.untyped_storage().data_ptr() for s in slots}
+        if graphed:  # a graph writes the same buffers on every replay; within one sample the calls need their own
+            self.held.clear()
+        if guards.reused(outs, self.held, inputs if aliasing_allowed else None):
+            problems.append(("OUTPUT_REPLAY", "the same output buffer was returned for two different calls"))
+        if not aliasing_allowed and inputs & set().union(*map(guards.storage_ptrs, outs)):
+            problems.append(("OUTPUT_ALIASES_INPUT", "a timed call's output shares storage with an input"))
+        overrun = guards.overrun(slots)
+        if overrun:
+            problems.append(("OUT_OF_BOUNDS_WRITE", f"in a timed call: {overrun}"))
+        if not graphed:
+            self.held = collections.deque(self.held, maxlen=max(HELD_CALLS, len(outs)))
+            self.held.extend(outs)
+        return problems
+
+    @staticmethod
+    def _in(pool: Any) -> Any:
+        """Allocations go to an eager placement's memory pool (None: the default allocator)."""
+        return _use_mem_pool(pool) if pool is not None else contextlib.nullcontext()
 
     def place(self, calls: int, most: int) -> int:
         """Set up eager samples of ``calls`` calls among placements; returns how many.
@@ -303,6 +386,7 @@ class TimedLoop:
     def _warmed_pool(self, calls: int, k: int) -> Any:
         pool = _MemPool()
         with _use_mem_pool(pool):
+            guards.poison(self.poison, self.inputs.device)  # its blocks are part of what a placement takes
             for args in self.inputs.fixed(k, calls, first=k * calls):
                 self.call(args)
         _cuda_synchronize()
