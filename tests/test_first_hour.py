@@ -8,6 +8,7 @@ fixture task, one shared by several tests.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,13 +25,15 @@ from test_plugin_collection import FIXTURE_ARGS, collected
 BIG_RELU = task_source(shape="2048, 2048")
 STEADY = (*FAST, "--cudal1-min-pairs=10", "--cudal1-max-pairs=20", "--cudal1-time-budget=1")
 
-# A "cpp" candidate (load_inline is named, never called) whose build -- an import in its own process -- takes
-# a while: a compiler's cost without a compiler.
+# A "cpp" candidate (load_inline is named, never called) whose build -- an import in its own process,
+# ``candidate --compile-only`` -- takes 30 s: a compiler's cost without a compiler (the judged import is quick).
 SLOW_BUILD = candidate_source(header="""
+    import sys
     import time
     from torch.utils.cpp_extension import load_inline
 
-    time.sleep(12)
+    if "--compile-only" in sys.argv:
+        time.sleep(30)
     if False:
         load_inline(name="never", cpp_sources="", functions=[])
 """)
@@ -53,16 +56,26 @@ def test_ci_runs_the_readme_commands_verbatim() -> None:
         assert command in [line.strip() for line in ci], command
 
 
-def test_plugin_imported_before_pytest_configures_gives_no_rewrite_warning(tmp_path: Path) -> None:
-    # What an editable install does: the package is imported through setuptools' finder, which pytest's
-    # rewrite hook never sees; a pytester run in that process then marked it for rewriting and warned,
-    # and the warning lines read as item ids.
-    write(tmp_path / "test_x.py", "def test_x():\n    pass\n")
+def test_an_editable_install_gives_in_process_runs_no_rewrite_warning(tmp_path: Path) -> None:
+    # README command 1 in a fresh virtualenv: pip's editable install imports the package through setuptools'
+    # finder, which pytest's rewrite hook never sees. Once the checkout is on sys.path (the root conftest puts
+    # it there), its pytest_cudal1.egg-info names the packages, so an in-process pytester run marked them for
+    # rewriting, already imported, and warned -- and collected() read the warning lines as item ids.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "-e",
+                              str(REPO)], capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stdout + install.stderr
+    write(tmp_path / "work" / "test_x.py", "def test_x():\n    pass\n")
     code = ("import sys, pytest, pytest_cudal1.plugin, kernelbench.loaders\n"
+            f"sys.path.insert(0, {str(REPO)!r})\n"
             "sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', 'test_x.py']))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    proc = subprocess.run([python, "-c", code], cwd=tmp_path / "work", env=env, capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "cannot be rewritten" not in proc.stdout + proc.stderr
+    assert "cannot be rewritten" not in proc.stdout + proc.stderr, proc.stdout
     assert proc.stdout.splitlines()[0] == "test_x.py::test_x"
 
 
@@ -251,7 +264,7 @@ def test_benchmark_switches_and_compare_fail_judges_candidates(pytester: pytest.
     saved.write_text(json.dumps(data))
     worse = pytester.runpytest_subprocess(*base, *compare, timeout=300)
     assert worse.ret != 0
-    text = worse.stdout.str()
+    text = worse.stdout.str() + worse.stderr.str()
     assert "Performance has regressed" in text and "[candidate]" in text and "[reference] - " not in text
 
 
