@@ -208,8 +208,8 @@ def test_build_wait_is_booked_as_waiting_never_as_timing(pytester: pytest.Pytest
     fast = next(r for r in read_ledger(pytester.path / "cudal1-ledger.jsonl") if r["candidate_name"] == "a_fast")
     assert fast["verdict"]["reason"] == "OK", fast["verdict"]
     # a_fast's timing waited for b_slow_build's build to finish (CPU timing never shares cores with compilers)
-    assert fast["phase_s"]["build_wait"] > 3, fast["phase_s"]
-    assert fast["phase_s"]["timing"] < 3, fast["phase_s"]  # a 1 s budget
+    assert fast["phase_s"]["build_wait"] > 5, fast["phase_s"]
+    assert fast["phase_s"]["timing"] < 10, fast["phase_s"]  # a 1 s budget (plus set-up), not the build's 30 s
     result.stdout.fnmatch_lines([
         "cudal1: judging 2 item(s); 1 candidate build(s) started on * thread(s) (builds: * done, * running, * queued)",
         "cudal1: L1/1_relu::a_fast: waiting for the other builds before timing*"])
