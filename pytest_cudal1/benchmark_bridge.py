@@ -5,6 +5,10 @@ and candidate, whose rounds are the paired samples already measured (seconds
 per call). Only the controlling process adds them (under xdist the workers'
 records arrive with their reports), so one saved file holds every item. The
 storage folder is kept per GPU, and machine_info names GPU, driver and CUDA.
+Its tables print only when asked (``--cudal1-benchmark-tables``): the verdicts
+are what a run is for. ``--benchmark-compare-fail`` judges candidate rows only;
+reference rows are context (unchanged code "regresses" by machine noise).
+Nothing here is registered when pytest-benchmark is not loaded.
 """
 
 from __future__ import annotations
@@ -51,6 +55,29 @@ def add_record(config: pytest.Config, nodeid: str, record: dict[str, Any]) -> No
         bs.benchmarks.append(meta)
 
 
+class MachineInfo:
+    """pytest-benchmark's machine_info hook; a plugin object of its own, so ``-p no:benchmark`` works."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
+        machine_info.update(gpu_machine_info())
+
+
+def configure(config: pytest.Config, show_tables: bool) -> None:
+    """Before pytest-benchmark's own configure: storage per GPU, GPU facts, tables only when asked."""
+    keep_storage_per_gpu(config)
+    config.pluginmanager.register(MachineInfo(), "cudal1-benchmark-machine-info")
+    if not show_tables and not getattr(config.option, "benchmark_verbose", False):
+        config.option.benchmark_quiet = True
+
+
+def judge_only_candidates(config: pytest.Config) -> None:
+    """Drop reference rows from pytest-benchmark's regressions, found in its sessionfinish and raised later."""
+    bs = session(config)
+    if bs is not None:
+        bs.performance_regressions = [r for r in bs.performance_regressions if "[reference]" not in r[0]]
+
+
 def gpu_slug() -> str:
     facts = environment.gpu_facts()
     return re.sub(r"[^A-Za-z0-9]+", "_", facts["gpu"]).strip("_") if facts else "cpu"
@@ -69,7 +96,7 @@ def keep_storage_per_gpu(config: pytest.Config) -> None:
             config.option.benchmark_storage = storage.rstrip("/") + suffix
 
 
-def machine_info() -> dict[str, Any]:
+def gpu_machine_info() -> dict[str, Any]:
     facts = environment.describe()
     return {"gpu": facts.get("gpu", "none"), "gpu_driver": facts.get("driver"), "cuda": facts.get("cuda"),
             "torch": facts.get("torch"), "compute_capability": facts.get("compute_capability")}

@@ -44,7 +44,8 @@ class BuildPool:
         self.cache_root = cache_root
         self.timeout = timeout
         self.gpu_arch = gpu_arch
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+        self.workers = workers or os.cpu_count() or 1
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers)
         self.futures: dict[str, concurrent.futures.Future[BuildResult]] = {}
 
     def build_dir(self, candidate: Candidate) -> Path:
@@ -126,6 +127,18 @@ class BuildPool:
             marker.write_text(json.dumps({"seconds": seconds}))
             return BuildResult(Reason.OK, "built", seconds)
         return BuildResult(_classify_failure(tail), _last_line(tail), seconds, log_tail=tail)
+
+    def counts(self) -> dict[str, int]:
+        """Builds done, running and queued, for progress lines."""
+        futures = list(self.futures.values())
+        done = sum(f.done() for f in futures)
+        running = sum(f.running() for f in futures)
+        return {"done": done, "running": running, "queued": len(futures) - done - running}
+
+    def pending(self, candidate: Candidate) -> bool:
+        """Is the candidate's build still queued or running?"""
+        future = self.futures.get(candidate.sha256)
+        return future is not None and not future.done()
 
     def wait_idle(self) -> None:
         """Block until every submitted build is done: CPU timings must not share cores with compilers."""

@@ -26,6 +26,14 @@ from kernelbench.loaders import LoadError, Task, missing_definitions, parse_leve
 
 BACKENDS = ("torch", "cpp", "cuda", "triton", "cupy", "numba")
 GPU_ONLY_BACKENDS = ("cuda", "cupy")
+# Without a GPU these run under a simulator (TRITON_INTERPRET=1, NUMBA_ENABLE_CUDASIM=1): a correctness
+# check only, their times say nothing about the kernel.
+SIMULATED_WITHOUT_GPU = ("triton", "numba")
+
+
+def simulated(backend: str, device: str) -> bool:
+    """Did this candidate run under a CPU simulator (its speedup is not a speed)?"""
+    return device == "cpu" and backend in SIMULATED_WITHOUT_GPU
 
 
 @dataclasses.dataclass(frozen=True)

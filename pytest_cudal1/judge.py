@@ -133,10 +133,12 @@ class _Fatal(Exception):
 class Judge:
     """Holds what outlives one item: the reference pool and the build pool."""
 
-    def __init__(self, cfg: JudgeConfig, builds: BuildPool, gpu: bool) -> None:
+    def __init__(self, cfg: JudgeConfig, builds: BuildPool, gpu: bool,
+                 on_phase: Callable[[str, JudgedRecord, bool], None] | None = None) -> None:
         self.cfg = cfg
         self.builds = builds
         self.gpu = gpu
+        self.on_phase = on_phase  # told (phase, record, ended) for progress on the terminal
         self.references = ReferencePool(cfg)
         self._bandwidth: float | None = None
         self._output_bytes: int | None = 0  # None: the reference returns views of its inputs
@@ -202,7 +204,7 @@ class Judge:
         if why:
             record.verdict = Verdict(Reason.BACKEND_UNAVAILABLE, why)
             return record
-        phase = _Phases(record)
+        phase = _Phases(record, self.on_phase)
         build = self.builds.result(candidate, self.gpu)
         phase("build_wait")
         record.compile_s = build.seconds
@@ -241,7 +243,9 @@ class Judge:
             return bad
 
         if not self.gpu:
-            self.builds.wait_idle()
+            phase.begin("build_wait")
+            self.builds.wait_idle()  # compilers never share the cores with a CPU measurement
+        phase("build_wait")  # booked as waiting, never as timing
         pairs, replica_strays = [(reference, worker)], []
         # Started together, so their interpreters and CUDA contexts come up side by side.
         replicas = [self._start_worker(task, candidate) for _ in range(1, cfg.timing_processes)]
@@ -478,16 +482,29 @@ LIBRARY_KERNEL_MARKERS = ("cublas", "cutlass", "cudnn", "gemm", "gemv", "xmma", 
 
 
 class _Phases:
-    """Wall-clock seconds of each judging phase, into ``record.phase_s``: where an item's time goes."""
+    """Wall-clock seconds of each judging phase, into ``record.phase_s``: where an item's time goes.
 
-    def __init__(self, record: JudgedRecord) -> None:
+    A phase met twice (``build_wait``: the candidate's own build, then on the CPU every other build
+    before timing) adds up.
+    """
+
+    def __init__(self, record: JudgedRecord, notify: Callable[[str, JudgedRecord, bool], None] | None = None) -> None:
         self.record = record
+        self.notify = notify
         self.last = time.perf_counter()
 
+    def begin(self, name: str) -> None:
+        """Announce a phase that may be long (nothing is booked)."""
+        if self.notify is not None:
+            self.notify(name, self.record, False)
+
     def __call__(self, name: str) -> None:
+        """The phase ``name`` ended now."""
         now = time.perf_counter()
-        self.record.phase_s[name] = round(now - self.last, 3)
+        self.record.phase_s[name] = round(self.record.phase_s.get(name, 0.0) + now - self.last, 3)
         self.last = now
+        if self.notify is not None:
+            self.notify(name, self.record, True)
 
 
 # Two measurements of one speedup agree within this factor. Not tighter: between runs on a GPU a noisy

@@ -10,6 +10,7 @@ only the judged items are collected.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
     ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if they differ by over 1.5x; the lower counts"),
     ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
+    ("benchmark-tables", "bool", False, "also print pytest-benchmark's timing tables (before the verdicts)"),
 ]
 
 
@@ -52,6 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="judge the bundled task set (implied by --cudal1-tasks/--cudal1-candidates)")
     for name, kind, default, help_text in SETTINGS:
         ini = f"cudal1_{name.replace('-', '_')}"
+        if kind in ("int", "float") and default is not None:
+            help_text = f"{help_text} (default: {default:g})"
         if kind == "bool":
             group.addoption(f"--cudal1-{name}", dest=ini, action="store_const", const="true", default=None,
                             help=f"{help_text} [ini: {ini}]")
@@ -83,7 +87,8 @@ def enabled(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark opens its storage
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "cudal1: a judged (task, candidate) pair")
+    # Not "cudal1": -k matches marker names by substring, and "-k L1" would then select every item.
+    config.addinivalue_line("markers", "judged: a judged (task, candidate) pair")
     for level in range(1, 5):
         config.addinivalue_line("markers", f"level{level}: KernelBench level {level} task")
     from pytest_cudal1.candidates import BACKENDS
@@ -92,11 +97,35 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"backend_{backend}: candidate written with {backend}")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped without one")
     if enabled(config):
-        from pytest_cudal1.benchmark_bridge import keep_storage_per_gpu
+        from pytest_cudal1 import benchmark_bridge
 
-        keep_storage_per_gpu(config)
+        if config.pluginmanager.hasplugin("benchmark"):  # works with -p no:benchmark too
+            benchmark_bridge.configure(config, show_tables=setting(config, "benchmark-tables"))
         assign_gpu_to_xdist_worker(config)
-        config.pluginmanager.register(CudaL1Session(config), "cudal1-session")
+        session = CudaL1Session(config)
+        session.selection = take_item_ids(config)
+        config.pluginmanager.register(session, "cudal1-session")
+
+
+ITEM_ID = re.compile(r"^L\d+/[^:\s]+(::.+)?$")
+
+
+def take_item_ids(config: pytest.Config) -> list[str]:
+    """Command-line args that name judged items (``L1/19_ReLU::fast``, ``L1/19_ReLU``), not paths.
+
+    pytest would look for them as files; they are taken out of ``config.args`` and select items after
+    collection instead, so an id the summary printed can be pasted back. An arg that is a real path stays one.
+    """
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return []
+    here = Path(config.invocation_params.dir)
+    ids = [a for a in config.args if ITEM_ID.match(a) and not (here / a.split("::")[0]).exists()]
+    if ids:
+        config.args = [a for a in config.args if a not in ids]
+        if not config.args:  # only ids: collect the judged items and nothing else, as with no args
+            config.args = [str(here)]
+            config.args_source = pytest.Config.ArgsSource.INVOCATION_DIR
+    return ids
 
 
 def assign_gpu_to_xdist_worker(config: pytest.Config) -> None:
@@ -110,14 +139,6 @@ def assign_gpu_to_xdist_worker(config: pytest.Config) -> None:
     devices = [d for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(environment.gpu_count())]
     if devices:
         os.environ["CUDA_VISIBLE_DEVICES"] = devices[int(worker[2:]) % len(devices)]
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
-    if enabled(config):
-        from pytest_cudal1.benchmark_bridge import machine_info as gpu_machine_info
-
-        machine_info.update(gpu_machine_info())
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -143,6 +164,9 @@ class CudaL1Session:
             self.ledger_path = Path(config.invocation_params.dir) / self.ledger_path
         self.records: list[dict[str, Any]] = []
         self.unmatched: list[Any] = []
+        self.searched = ""  # the task set(s) candidates were matched against, for the unmatched message
+        self.selection: list[str] = []  # item ids named on the command line
+        self.progress: Any = None
         self.html_path: Path | None = None
         self._judge: Any = None
 
@@ -154,6 +178,13 @@ class CudaL1Session:
         """Add the judged items through ``genitems`` so counts, ``-k``, ``-m`` and ``--lf`` see them."""
         for collector in self._collectors(session):
             items.extend(session.genitems(collector))
+        if self.selection:
+            keep = [i for i in items if not isinstance(i, (JudgedItem, LoadErrorItem)) or self._selected(i.nodeid)]
+            config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+            items[:] = keep
+
+    def _selected(self, nodeid: str) -> bool:
+        return any(nodeid == s or nodeid.startswith(s + "::") for s in self.selection)
 
     def _collectors(self, session: pytest.Session) -> list[pytest.Collector]:
         from kernelbench.loaders import BUNDLED_TASKS, load_tasks
@@ -161,7 +192,12 @@ class CudaL1Session:
 
         tasks_path = setting(self.config, "tasks")
         cands_path = setting(self.config, "candidates")
-        tasks, errors = load_tasks(tasks_path) if tasks_path or not cands_path else ([], [])
+        for option, path in (("tasks", tasks_path), ("candidates", cands_path)):
+            if path and not (Path(self.config.invocation_params.dir) / path).exists():
+                raise pytest.UsageError(f"--cudal1-{option}: {path} does not exist")
+        # Without --cudal1-tasks the bundled set is the task set, for your candidates too.
+        tasks, errors = load_tasks(tasks_path)
+        self.searched = f"--cudal1-tasks={tasks_path}" if tasks_path else f"the bundled set ({BUNDLED_TASKS})"
         if cands_path:
             candidates, cerrors = load_candidates(cands_path)
             errors += cerrors
@@ -199,6 +235,7 @@ class CudaL1Session:
             for item in items:
                 if judge.unavailable(item.candidate) is None:
                     judge.builds.submit(item.candidate, judge.gpu)
+            self.progress.started(len(items))
 
     def judge(self) -> Any:
         if self._judge is None:
@@ -225,7 +262,11 @@ class CudaL1Session:
                 timing_processes=max(1, setting(self.config, "timing-processes")),
             )
             arch = environment.gpu_facts().get("compute_capability")
-            self._judge = Judge(cfg, BuildPool(self.cache_dir, cfg.compile_timeout, arch), gpu)
+            builds = BuildPool(self.cache_dir, cfg.compile_timeout, arch)
+            from pytest_cudal1.progress import Progress
+
+            self.progress = Progress(self.config, builds, cfg.timing.budget_s)
+            self._judge = Judge(cfg, builds, gpu, self.progress)
         return self._judge
 
     # ------------------------------------------------------------ results ---
@@ -247,6 +288,9 @@ class CudaL1Session:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self._judge is not None:
             self._judge.close()
+        from pytest_cudal1.benchmark_bridge import judge_only_candidates
+
+        judge_only_candidates(self.config)  # pytest-benchmark compared every row in its own sessionfinish
         html = setting(self.config, "html")
         if html and self.records and not hasattr(self.config, "workerinput"):  # the controller writes it, once
             from pytest_cudal1.report import build_report
@@ -258,11 +302,14 @@ class CudaL1Session:
     def pytest_report_header(self, config: pytest.Config) -> str:
         return f"cudal1: seed {self.seed}, ledger {self.ledger_path}"
 
+    @pytest.hookimpl(trylast=True)  # the verdicts come last, after any benchmark tables
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.unmatched:
             terminalreporter.write_line(
-                f"cudal1: {len(self.unmatched)} candidate(s) name a problem outside the task set, not judged: "
-                + ", ".join(f"{c.name} (L{c.level}/{c.problem_id})" for c in self.unmatched[:10]))
+                f"cudal1: {len(self.unmatched)} candidate(s) name a problem not in {self.searched}, not judged: "
+                + ", ".join(f"{c.name} (L{c.level}/{c.problem_id})" for c in self.unmatched[:10])
+                + "; pass their tasks with --cudal1-tasks=PATH (a KernelBench checkout, a levelN/ folder or JSONL)",
+                yellow=True)
         if self.records:
             from pytest_cudal1.summary import summary_lines
 
@@ -313,7 +360,7 @@ class JudgedItem(pytest.Item):
         self.task = task
         self.candidate = candidate
         self.next_judged: JudgedItem | None = None  # the item this process runs next (set per run)
-        self.add_marker("cudal1")
+        self.add_marker("judged")
         if task.level is not None:
             self.add_marker(f"level{task.level}")
         self.add_marker(f"backend_{candidate.backend}")
@@ -325,11 +372,13 @@ class JudgedItem(pytest.Item):
 
         state: CudaL1Session = self.config.pluginmanager.get_plugin("cudal1-session")
         nxt = self.next_judged
-        record = state.judge().judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
-        if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:
+        judge = state.judge()
+        state.progress.item(self.nodeid, self.candidate)
+        record = judge.judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
+        self.user_properties.append(("cudal1", record.to_json()))  # skipped ones too: the summary shows them
+        if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:  # not judged: no reward, no ledger line
             pytest.skip(f"{self.nodeid}: {record.verdict.message}")
         ledger.append(state.ledger_path, record)
-        self.user_properties.append(("cudal1", record.to_json()))
         if not record.verdict.passed:
             raise CandidateRejected(f"{record.item_id} [{record.verdict.reason.value}] {record.verdict.message}")
 
@@ -348,7 +397,7 @@ class LoadErrorItem(pytest.Item):
     def __init__(self, *, error: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.error = error
-        self.add_marker("cudal1")
+        self.add_marker("judged")
 
     def runtest(self) -> None:
         code = Reason.BAD_TASK if self.error.kind == "task" else Reason.BAD_CANDIDATE_FILE

@@ -18,6 +18,8 @@ Conventions, also stated in the page:
   whose speedup is greater than p; fast_0 is the share of tasks solved at all.
   A per-task figure uses the task's best correct candidate (highest speedup).
 * Mean, median and geometric-mean speedups are over correct candidates.
+* Triton and Numba results without a GPU ran under a simulator: they count as
+  correct, but their speedups count nowhere (they are marked ``simulated``).
 * A rejection is a *cheat* when its code is not one of the honest failures
   below (loading, building, running, wrong values): the anti-cheat codes.
 """
@@ -38,6 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from pytest_cudal1.candidates import simulated
 from pytest_cudal1.reasons import Reason, describe
 from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Verdict
 
@@ -248,10 +251,15 @@ def judged(records: Iterable[JudgedRecord]) -> list[JudgedRecord]:
     return [r for r in records if status(r) != "skipped"]
 
 
+def is_simulated(record: JudgedRecord) -> bool:
+    """Run under a CPU simulator (Triton's interpreter, Numba's simulator): a correctness check, not a speed."""
+    return simulated(record.backend, record.device)
+
+
 def usable_speedup(record: JudgedRecord) -> float | None:
-    """The record's speedup when it is correct and the speedup a finite positive number."""
+    """The record's speedup when it is correct, not simulated, and the speedup a finite positive number."""
     s = record.speedup
-    if record.verdict.passed and s is not None and math.isfinite(s) and s > 0:
+    if record.verdict.passed and not is_simulated(record) and s is not None and math.isfinite(s) and s > 0:
         return float(s)
     return None
 
@@ -600,6 +608,7 @@ def evidence_view(record: JudgedRecord) -> dict[str, Any]:
     """What the evidence section shows: mismatch headline, other fields, long texts, before/after."""
     ev = dict(record.verdict.evidence)
     texts = {k: str(ev.pop(k)) for k in list(ev) if k in _LONG_TEXT_KEYS or (isinstance(ev[k], str) and "\n" in ev[k])}
+    texts = {k: t for k, t in texts.items() if t.strip()}  # an empty log is no evidence
     compare = None
     if "before" in ev and "after" in ev:
         compare = before_after(ev.pop("before"), ev.pop("after"))
@@ -722,6 +731,10 @@ def fmt_ms(v: float | None) -> str:
     return "—" if v is None or not _is_number(v) else f"{v:.3g}"
 
 
+def fmt_seconds(v: float | None) -> str:
+    return "" if v is None else f"{v:.3g}"
+
+
 def fmt_x(v: float | None) -> str:
     return "—" if v is None or not _is_number(v) else f"{v:.2f}×"
 
@@ -774,9 +787,10 @@ def _environment() -> Any:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(date=fmt_date, ms=fmt_ms, x=fmt_x, ci=fmt_ci, pct=fmt_pct, p=fmt_p, value=fmt_value, num=sort_value,
+    env.filters.update(date=fmt_date, ms=fmt_ms, seconds=fmt_seconds, x=fmt_x, ci=fmt_ci, pct=fmt_pct, p=fmt_p, value=fmt_value, num=sort_value,
                        first_line=lambda s: (s or "").strip().splitlines()[0] if (s or "").strip() else "")
     env.globals.update(status=status, kernels_of=kernels_of, gpu_key=gpu_key, usable_speedup=usable_speedup,
+                       is_simulated=is_simulated,
                        describe=describe, is_cheat=is_cheat)
     return env
 

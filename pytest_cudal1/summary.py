@@ -1,29 +1,63 @@
-"""The terminal summary: one line per judged pair, then counts per reason code."""
+"""The terminal summary: one row per pair (skipped ones too), then counts per reason code.
+
+Rows are sorted by task and candidate (under xdist records arrive in any order).
+Columns are built from ``COLUMNS`` so another measure is one more entry there.
+Simulated results (Triton/Numba without a GPU) show ``simulated`` in place of a
+speed: their times say nothing about the kernel.
+"""
 
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import Any, Callable
+
+from pytest_cudal1.candidates import simulated
 
 
 def _speedup(rec: dict[str, Any]) -> str:
     t = rec.get("timing")
     if not t:
         return "-"
+    if simulated(rec["backend"], rec.get("device", "")):
+        return "simulated"
     lo, hi = t["speedup_ci"]
     return f"{t['speedup']:.2f}x [{lo:.2f}, {hi:.2f}]"
 
 
+def _detail(rec: dict[str, Any]) -> str:
+    v = rec["verdict"]
+    if v["reason"] == "OK":
+        return "correctness check only: run under a CPU simulator" if simulated(rec["backend"], rec.get("device", "")) \
+            else ""
+    return (v["message"].splitlines()[0] if v["message"] else "")[:90]
+
+
+def _verdict(rec: dict[str, Any]) -> str:
+    reason = rec["verdict"]["reason"]
+    return "SKIPPED" if reason == "BACKEND_UNAVAILABLE" else reason
+
+
+COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("task", lambda r: r["task_id"]),
+    ("candidate", lambda r: r["candidate_name"]),
+    ("backend", lambda r: r["backend"]),
+    ("verdict", _verdict),
+    ("speedup (95% CI)", _speedup),
+]
+
+
+def sort_key(rec: dict[str, Any]) -> tuple[Any, ...]:
+    return (rec.get("level") or 0, rec.get("problem_id") or 0, rec["task_id"], rec["candidate_name"])
+
+
 def summary_lines(records: list[dict[str, Any]]) -> list[str]:
-    """Rows of task, candidate, backend, verdict, speedup and reason, as plain text."""
-    rows = [("task", "candidate", "backend", "verdict", "speedup (95% CI)", "detail")]
-    for rec in records:
-        v = rec["verdict"]
-        detail = v["message"].splitlines()[0] if v["message"] else ""
-        rows.append((rec["task_id"], rec["candidate_name"], rec["backend"], v["reason"], _speedup(rec),
-                     detail[:90] if v["reason"] != "OK" else ""))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + ("  " + r[5] if r[5] else "") for r in rows]
-    counts = collections.Counter(rec["verdict"]["reason"] for rec in records)
+    """Rows of the columns plus a free-text detail (the reason's message, or why the row is special)."""
+    records = sorted(records, key=sort_key)
+    rows = [[title for title, _ in COLUMNS]] + [[cell(rec) for _, cell in COLUMNS] for rec in records]
+    details = [""] + [_detail(rec) for rec in records]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + (f"  {d}" if d else "")
+             for r, d in zip(rows, details)]
+    counts = collections.Counter(_verdict(rec) for rec in records)
     lines.append("verdicts: " + ", ".join(f"{code} {n}" for code, n in sorted(counts.items())))
     return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -24,3 +25,10 @@ def test_help_imports_no_torch() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "torch" not in imported and "jinja2" not in imported
+
+
+def test_help_states_numeric_defaults(pytester: pytest.Pytester) -> None:
+    text = " ".join(pytester.runpytest_subprocess("--help").stdout.str().split())
+    for name, kind, default, _ in SETTINGS:
+        if kind in ("int", "float") and default is not None:
+            assert re.search(rf"--cudal1-{name}=\S+ .*?\(default: {default:g}\)", text), name

@@ -20,10 +20,12 @@ FIXTURE_IDS = sorted(f"L1/1_tiny_relu::{p.stem}" for p in (FIXTURE_CANDIDATES / 
 
 
 def collected(result: pytest.RunResult) -> list[str]:
-    """Item ids from ``--collect-only -q`` output."""
+    """Item ids from ``--collect-only -q`` output: the lines before the first blank one (warnings come after)."""
     ids = []
     for line in result.outlines:
-        if not line.strip() or " collected" in line or line.startswith(("=", "cudal1:", "no tests")):
+        if not line.strip():
+            break
+        if " collected" in line or line.startswith(("=", "cudal1:", "no tests")):
             continue
         ids.append(line.strip())
     return ids
@@ -91,7 +93,7 @@ def test_markers_select_levels_and_backends(pytester: pytest.Pytester, mixed) ->
         "backend_cupy": ["L2/1_fused::cu"],
         "gpu": ["L2/1_fused::cu"],
         "level2 and not gpu": ["L2/1_fused::fast"],
-        "cudal1 and not backend_torch": ["L1/1_relu::ext", "L1/2_double::tri", "L2/1_fused::cu"],
+        "judged and not backend_torch": ["L1/1_relu::ext", "L1/2_double::tri", "L2/1_fused::cu"],
         "level3": [],
     }
     for expr, want in cases.items():
@@ -101,7 +103,7 @@ def test_markers_select_levels_and_backends(pytester: pytest.Pytester, mixed) ->
 
 def test_markers_are_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.cudal1:*", "@pytest.mark.level1:*", "@pytest.mark.backend_torch:*",
+    result.stdout.fnmatch_lines(["@pytest.mark.judged:*", "@pytest.mark.level1:*", "@pytest.mark.backend_torch:*",
                                  "@pytest.mark.backend_cupy:*", "@pytest.mark.gpu:*"])
     # --strict-markers accepts them on judged items
     pytester.makeini("[pytest]\naddopts = --strict-markers\n")
@@ -210,13 +212,13 @@ def test_load_errors_fail_by_file_and_line_while_other_items_run(judge_run, pyte
     result.stdout.fnmatch_lines([f"FAILED *cudal1-load-errors::{cands}:2*"])
 
 
-def test_missing_paths_are_load_errors(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest(f"--cudal1-tasks={pytester.path / 'nope'}",
-                                           f"--cudal1-candidates={pytester.path / 'nada.jsonl'}")
-    result.assert_outcomes(failed=2)
-    text = result.stdout.str()
-    assert f"{pytester.path / 'nope'}: [BAD_TASK] task path does not exist" in text
-    assert f"{pytester.path / 'nada.jsonl'}: [BAD_CANDIDATE_FILE] candidate path does not exist" in text
+def test_missing_paths_are_usage_errors(pytester: pytest.Pytester) -> None:
+    # a mistyped option value, like any bad option in pytest: exit 4 and one line, not a failing item
+    for option, path in (("tasks", pytester.path / "nope"), ("candidates", pytester.path / "nada.jsonl")):
+        result = pytester.runpytest(f"--cudal1-{option}={path}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"*--cudal1-{option}: {path} does not exist*"])
+        assert "FAILED" not in result.stdout.str()
 
 
 # ------------------------------------------------------------- --lf and -x ---

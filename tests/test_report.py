@@ -802,8 +802,13 @@ def test_report_in_headless_chromium(browser: DevTools, ledgers: list[Path], tmp
       return {tables: n("table"), stats: n("#stats tbody tr"), cands: n("#candidate-table tbody tr"),
               tasks: n("#task-table tbody tr"), charts: n("svg.chart"), bars: n("svg[data-chart=distribution] rect"),
               points: n("svg[data-chart=scatter] circle"), evidence: n("article.evidence"),
-              distBox: box("svg[data-chart=distribution]"), tableBox: box("#candidate-table")};
+              distBox: box("svg[data-chart=distribution]"), tableBox: box("#candidate-table"),
+              // the GPU and summary tables, the last column (rejected by reason code) included, fit a
+              // 1400 px window: nothing is cut behind a scrollbar
+              overflow: ["#gpu-table", "#stats"].map(s => { const t = document.querySelector(s);
+                return t.getBoundingClientRect().right - t.parentElement.getBoundingClientRect().right; })};
     })()""")
+    assert max(seen["overflow"]) <= 0, seen["overflow"]
     assert seen["tables"] >= 5 and seen["stats"] > 0 and seen["tasks"] == 5
     assert seen["cands"] == len({(r.task_id, r.candidate_name) for r in records})
     assert seen["charts"] == 2 + 3 and seen["bars"] > 0 and seen["points"] > 0 and seen["evidence"] > 0
@@ -920,3 +925,17 @@ def test_pytest_run_writes_the_report(pytester: pytest.Pytester, xdist: bool) ->
     gpu = gpu_of(recorded[0])
     cell = rows[0].find("td", data_gpu=gpu, data_col="speedup")
     assert close(num(cell.attrs["data-sort"]), recorded[0].speedup)
+
+
+def test_evidence_says_things_once_and_plainly() -> None:
+    """A correct record's evidence states its message once; compile time is rounded; an empty log is not shown."""
+    ok = rec(H200, "L1/1_ReLU", "warned", Reason.OK, 1.2, message="correct on 5 trials; speedup 1.200x",
+             warnings=["clock moved 6%"])
+    ok.compile_s = 0.156479
+    bad = rec(H200, "L1/1_ReLU", "broken", Reason.COMPILE_ERROR, evidence={"log_tail": "", "stderr": "  \n"})
+    html = report.render_report([ok, bad])
+    article = html.split('data-candidate="warned"', 1)[1].split("</article>", 1)[0]
+    assert article.count("correct on") == 1  # not "correct on every trial and accepted correct on 5 trials"
+    assert "compile 0.156 s" in article and "0.156479" not in article
+    broken = html.split('data-candidate="broken"', 1)[1].split("</article>", 1)[0]
+    assert 'data-key="log_tail"' not in broken and 'data-key="stderr"' not in broken
