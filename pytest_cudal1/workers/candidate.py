@@ -45,6 +45,7 @@ class CandidateWorker:
         self.model: torch.nn.Module | None = None
         self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
+        self.timed_outputs: list[Any] = []  # every call's outputs of the last timed sample
         self.resident = 0  # device bytes the model holds (allocated while it was built)
         self.peak: int | None = None
 
@@ -164,9 +165,15 @@ class CandidateWorker:
                     break
                 seen |= ptrs
             sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
-        self.last_output = outs[-1]
+        self.last_output, self.timed_outputs = outs[-1], outs
         sample["flags"] = flags + self.state_flags()
         return sample
+
+    def elements(self, body: dict[str, Any]) -> list[torch.Tensor]:
+        """Elements of every call of the last sample, at positions the controller drew after it ran."""
+        picked = guards.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
+        self.timed_outputs = []
+        return picked
 
     def output(self, _body: Any) -> Any:
         """The last call's outputs: the controller relays them to the reference worker to be checked."""
@@ -210,6 +217,7 @@ def main() -> None:
         "place": worker.place,
         "time": worker.time,
         "output": worker.output,
+        "elements": worker.elements,
         "peak_memory": worker.peak_memory,
         "profile": worker.profile,
     })

@@ -83,18 +83,69 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
-def fingerprint(out: Any) -> list[list[float]]:
-    """Per output tensor: numel, sum, sum of |x|, sum of squares (float64, NaN-skipping).
+DIGEST_PROJECTIONS = 4
+PROJECTION_WIDTH = 4096
+_PROJECTION_SEED = 0xD16E57
+_projection_weights: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
-    Cheap enough for every timed call: the controller compares each call's
-    digest with the reference's for the same inputs, and with earlier calls'
-    digests to spot replayed values.
+
+def fingerprint(out: Any) -> list[list[float]]:
+    """Per output tensor: numel, sum, sum of |x|, sum of squares (float64, NaN-skipping), the count of
+    non-finite elements, the dtype's rtol (0 for exact dtypes), and ``DIGEST_PROJECTIONS`` projections
+    on fixed random weights.
+
+    Cheap enough for every timed call: the controller compares each call's digest with the reference's
+    for the same inputs (``timing.fingerprints_match``), and with earlier calls' digests to spot replayed
+    values. The sums do not see order and average rounding away; the projections see both: an unsorted
+    sort moves them by the size of the output, and bf16 arithmetic by its error's norm, which the
+    rounding model's tolerance for them (an L2 bound) is far below.
     """
+    from pytest_cudal1.compare import DEFAULT_RTOL, RTOL
+
     fp = []
     for t in tensors(out):
-        d = t.detach().to(torch.float64)
-        fp.append([float(d.numel()), float(d.nansum()), float(d.abs().nansum()), float((d * d).nansum())])
+        d = t.detach().reshape(-1).to(torch.float64)
+        finite = torch.isfinite(d)
+        rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
+        fp.append([float(d.numel()), float(d.nansum()), float(d.abs().nansum()), float((d * d).nansum()),
+                   float(d.numel() - int(finite.sum())), rtol, *_projections(torch.where(finite, d, 0.0))])
     return fp
+
+
+def _projections(d: torch.Tensor) -> list[float]:
+    """sum_i w_ij d_i for fixed weights w_ij = U[row, j] V[col, j], the output laid out in rows of
+    ``PROJECTION_WIDTH``: uncorrelated unit-variance weights from two small matrices (one matmul)."""
+    n = d.numel()
+    if n == 0:
+        return [0.0] * DIGEST_PROJECTIONS
+    rows = -(-n // PROJECTION_WIDTH)
+    key = (str(d.device), rows)
+    if key not in _projection_weights:
+        gen = torch.Generator().manual_seed(_PROJECTION_SEED)
+        v = torch.randn(PROJECTION_WIDTH, DIGEST_PROJECTIONS, generator=gen, dtype=torch.float64)
+        u = torch.randn(rows, DIGEST_PROJECTIONS, generator=gen, dtype=torch.float64)
+        _projection_weights[key] = (u.to(d.device), v.to(d.device))
+    u, v = _projection_weights[key]
+    x = torch.zeros(rows * PROJECTION_WIDTH, dtype=torch.float64, device=d.device)
+    x[:n] = d
+    return [float(p) for p in ((x.view(rows, PROJECTION_WIDTH) @ v) * u).sum(0).cpu()]
+
+
+def sampled_elements(outs: list[Any], seed: int, count: int) -> list[torch.Tensor]:
+    """Up to ``count`` elements of every output tensor of every call, at positions drawn from ``seed``.
+
+    The controller draws ``seed`` after the calls returned, so a candidate cannot know which elements
+    of which call will be compared in full; both workers gather the same positions.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    picked = []
+    for out in outs:
+        for t in tensors(out):
+            flat = t.detach().reshape(-1)
+            n = flat.numel()
+            idx = torch.arange(n) if n <= count else torch.randint(0, n, (count,), generator=gen)
+            picked.append(flat[idx.to(flat.device)].clone())
+    return picked
 
 
 def storage_ptrs(out: Any) -> set[int]:
