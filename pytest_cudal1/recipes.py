@@ -126,7 +126,8 @@ class _Family:
         g = self.gen(t.device)
         y = self.real["randn"](t.shape, generator=g, dtype=torch.float64, device=t.device) * self.recipe.scale
         if family == "wide":
-            y = y * torch.pow(10.0, self.real["rand"](t.shape, generator=g, dtype=torch.float64, device=t.device) * 4 - 2)
+            spread = self.real["rand"](t.shape, generator=g, dtype=torch.float64, device=t.device)
+            y = y * torch.pow(10.0, spread * 4 - 2)
         return y.to(t.dtype)
 
     def _mixed(self, t: Any) -> Any:
@@ -142,7 +143,8 @@ class _Family:
         if self.recipe.outliers:
             where = self._positions(n, g, t.device)
             sign = self.real["randint"](0, 2, where.shape, generator=g, device=t.device) * 2 - 1
-            magnitude = torch.pow(10.0, self.real["rand"](where.shape, generator=g, dtype=torch.float64, device=t.device) * 6 - 3)
+            decades = self.real["rand"](where.shape, generator=g, dtype=torch.float64, device=t.device)
+            magnitude = torch.pow(10.0, decades * 6 - 3)
             flat[where] = (sign * magnitude * self.recipe.scale).to(t.dtype)
         return flat.reshape(t.shape)
 

