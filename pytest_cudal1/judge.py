@@ -400,7 +400,7 @@ class Judge:
         cfg = self.cfg
         fatal: list[WorkerFailure] = []
         failed: dict[Recipe, _Mismatch] = {}  # what each failing recipe gave, for shrinking past its budget
-        runs = [0]
+        runs = 0
 
         @hypothesis_seed(cfg.seed)
         @settings(max_examples=max(cfg.trials - 1, 1), database=None, deadline=None, derandomize=False,
@@ -409,10 +409,11 @@ class Judge:
         @example(Recipe(seed=cfg.seed, family="task", scale=1.0))
         @given(recipe_strategy())
         def trial(recipe: Recipe) -> None:
+            nonlocal runs
             if fatal:
                 raise _Fatal(fatal[0])
-            runs[0] += 1
-            if runs[0] > cfg.trials + SHRINK_TRIALS:  # shrinking stops here: recipes already run give their result
+            runs += 1
+            if runs > cfg.trials + SHRINK_TRIALS:  # shrinking stops here: recipes already run give their result
                 if recipe in failed:
                     raise failed[recipe]
                 reject()
