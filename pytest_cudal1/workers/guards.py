@@ -105,21 +105,21 @@ def fingerprint(out: Any) -> list[list[float]]:
     fp = []
     for t in tensors(out):
         d = t.detach().reshape(-1).to(torch.float64)
-        finite = torch.isfinite(d)
         rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
-        fp.append([float(d.numel()), float(d.nansum()), float(d.abs().nansum()), float((d * d).nansum()),
-                   float(d.numel() - int(finite.sum())), rtol, *_projections(d)])
+        sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
+        values = torch.cat([sums, _projections(d)]).tolist()  # one device-to-host copy per tensor
+        fp.append([float(d.numel()), *values[:4], rtol, *values[4:]])
     return fp
 
 
-def _projections(d: torch.Tensor) -> list[float]:
+def _projections(d: torch.Tensor) -> torch.Tensor:
     """sum_i w_i d_i over the finite d_i of each of ``DIGEST_PROJECTIONS`` classes of positions (i mod
     the count), for fixed random weights w_i = U[row] V[col] with the output laid out in rows of
     ``PROJECTION_WIDTH``: uncorrelated unit-variance weights from two small vectors, in a few elementwise
     passes (no BLAS: on a busy CPU its thread barriers cost milliseconds a call)."""
     n = d.numel()
     if n == 0:
-        return [0.0] * DIGEST_PROJECTIONS
+        return torch.zeros(DIGEST_PROJECTIONS, dtype=torch.float64, device=d.device)
     rows = -(-n // PROJECTION_WIDTH)
     key = (str(d.device), rows)
     if key not in _projection_weights:
@@ -128,11 +128,9 @@ def _projections(d: torch.Tensor) -> list[float]:
         u = torch.randn(rows, 1, generator=gen, dtype=torch.float64)
         _projection_weights[key] = (u.to(d.device), v.to(d.device))
     u, v = _projection_weights[key]
-    x = torch.zeros(rows * PROJECTION_WIDTH, dtype=torch.float64, device=d.device)
-    x[:n] = d
-    x.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
+    x = torch.nn.functional.pad(d, (0, rows * PROJECTION_WIDTH - n)).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
     per_class = (x.view(rows, PROJECTION_WIDTH) * v).view(rows, -1, DIGEST_PROJECTIONS).sum(1)
-    return [float(p) for p in (per_class * u).sum(0).cpu()]
+    return (per_class * u).sum(0)
 
 
 def sampled_elements(outs: list[Any], seed: int, count: int) -> list[torch.Tensor]:
