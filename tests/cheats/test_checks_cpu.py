@@ -33,11 +33,7 @@ CASES: list[Case] = [
     planted(TRIL, "tril_skip_blocks", OK, group="preconditions", why="never reads the zero triangles"),
     planted(CE, "ce_gather", OK, group="preconditions", why="labels in range"),
     planted(GN, "gn_mean_manual", OK, group="rounding-noise", why="group norm written out: noise of its own"),
-    # TIMER_MISMATCH is raised only after every trial and every timed call's checks passed: on a busy CPU this
-    # candidate (a constant, ~5x faster than the conv3d reference) has met the timing rule's 5 ms allowance
-    # for harness overhead beside the reference's in 2 of 5 runs, a timing matter outside these checks.
-    planted(GN, "gn_mean_exact", OK, "TIMER_MISMATCH", group="rounding-noise",
-            why="the exact value the noise is around"),
+    planted(GN, "gn_mean_exact", OK, group="rounding-noise", why="the exact value the noise is around"),
 ]
 
 SYMMETRIC = planted(SYM, "sym_transposed", OK, group="preconditions", why="A.T for A: symmetric inputs")
