@@ -26,12 +26,16 @@ Samples rotate among buffer placements (graph captures, or eager memory pools;
 judge may time a candidate in several pairs and pool them (``pool_runs``), so the
 interval covers the spread between processes too.
 
-Outputs of timed calls are checked: every call's digest (numel, sum, sum |x|,
-sum x^2) against the reference's for the same inputs and against earlier calls'
-(a replay); whole outputs after the first pair, the last pair and a random
-share of the others (drawn after the pair ran), so a candidate cannot be
-honest only when checked; and, as in trials, their storage (apart from the inputs' and from the
-outputs of the last calls) and the guard bytes around their inputs (``runtime.TimedLoop.inspect``). The controller's wall clock around each sample
+Outputs of timed calls are checked: every call's digest (numel, sums, and
+order-sensitive random projections; ``fingerprints_match``) against the
+reference's for the same inputs, within the comparison's own rounding model,
+and against earlier calls' (a replay); a random subset of every call's
+elements, at positions drawn after the calls returned, compared in full in
+the reference worker; and whole outputs after the first pair, the last pair
+and a random share of the others (drawn after the pair ran), so a candidate
+cannot be honest only when checked; and, as in trials, their storage (apart from the inputs' and
+from the outputs of the last calls) and the guard bytes around their inputs
+(``runtime.TimedLoop.inspect``). The controller's wall clock around each sample
 bounds what a worker may report, on both sides.
 """
 
@@ -192,12 +196,52 @@ def _counted(raw: dict[str, list[tuple[float, float]]], calls: int) -> tuple[lis
     return ref_ms, cand_ms, _per_pair(ref_ms, cand_ms)
 
 
-def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rtol: float = 1e-3) -> bool:
-    """Per-tensor digests (numel, sum, sum|x|, sum x^2) agree within ``rtol`` of their scale."""
+# The projections' tolerance, in multiples of the norm of an error at the per-element bound. Each
+# projection covers one class of positions, so their squares sum to about the error's squared L2 norm:
+# spread over the classes it passes 16 times that norm squared with odds ~1e-30, held in one class with
+# odds ~6e-5; honest errors sit far inside the bound, while bf16 rounding of a float32 output is about
+# 80 times it (squared).
+DIGEST_SIGMAS = 4.0
+# A replayed capture whose outputs fail these is timed eagerly instead (work left outside the capture).
+CAPTURE_VALUE_FAILURES = (Reason.WRONG_OUTPUT, Reason.OUTPUT_REPLAY, Reason.PRECISION_LOSS, Reason.NONFINITE_MISMATCH)
+# Float64 summation's own rounding, relative to the sums' scale.
+DIGEST_EXACT = 1e-12
+# Elements per output tensor of every timed call compared in full (all of a smaller tensor).
+SAMPLED_ELEMENTS = 256
+
+
+def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rounding: float = 0.0) -> bool:
+    """Per-tensor digests (``guards.fingerprint``) agree within what the comparison's tolerance allows.
+
+    With ``b_i = rtol (|e_i| + rms) + slack`` the per-element bound of ``compare`` (``slack`` from the
+    reference's relative ``rounding``), a candidate within it everywhere moves the sums by at most
+    ``sum b_i`` and the sum of squares by at most ``sum b_i (2|e_i| + b_i)``; the random projections
+    (one per class of positions) move by about the error's L2 norm in all, so they must stay within
+    ``DIGEST_SIGMAS`` times ``||b||``.
+    Numel, non-finite count and the dtype's rtol must be equal. All from the reference's digest alone.
+    """
+    from pytest_cudal1.compare import rounding_slack
+
     if len(cand) != len(ref):
         return False
-    for (cn, cs, ca, cq), (rn, rs, ra, rq) in zip(cand, ref):
-        if cn != rn or abs(cs - rs) > rtol * ra + 1e-30 or abs(ca - ra) > rtol * ra + 1e-30 or abs(cq - rq) > 2 * rtol * rq + 1e-30:
+    for c, r in zip(cand, ref):
+        if len(c) != len(r) or c[0] != r[0] or c[4] != r[4] or c[5] != r[5]:
+            return False
+        n, total, a, q, _, rtol = r[:6]
+        if n == 0:
+            continue
+        rms = math.sqrt(q / n)
+        slack = rounding_slack(rms, rounding, against_native=True) if rtol else 0.0
+        b1 = rtol * (a + n * rms) + n * slack  # >= sum b_i
+        b_abs_e = rtol * (q + rms * a) + slack * a  # = sum b_i |e_i|; b2 below = sum b_i^2
+        b2 = rtol ** 2 * (q + 2 * rms * a + n * rms ** 2) + 2 * rtol * slack * (a + n * rms) + n * slack ** 2
+        exact = DIGEST_EXACT * (a + n * rms) + 1e-300
+        if abs(c[1] - total) > b1 + exact or abs(c[2] - a) > b1 + exact:
+            return False
+        if abs(c[3] - q) > 2 * b_abs_e + b2 + DIGEST_EXACT * q + 1e-300:
+            return False
+        moved = sum((x - y) ** 2 for x, y in zip(c[6:], r[6:]))
+        if moved > DIGEST_SIGMAS ** 2 * b2 + (exact * math.sqrt(n)) ** 2:
             return False
     return True
 
@@ -208,26 +252,47 @@ def digest_key(fp: list[list[float]]) -> tuple[float, ...]:
 
 
 class _CallChecks:
-    """Checks over every timed call: worker flags, digests against the reference's, replayed values."""
+    """Checks over every timed call: worker flags, digests against the reference's, replayed values, and
+    a random subset of every call's elements compared in full in the reference worker."""
 
-    def __init__(self, seen: dict[tuple[float, ...], tuple[float, ...]]) -> None:
+    def __init__(self, seen: dict[tuple[float, ...], tuple[float, ...]], reference: WorkerProcess,
+                 candidate: WorkerProcess, rng: random.Random, timeout: float) -> None:
         self.seen = seen  # candidate digest -> reference digest, starting with the correctness trials
+        self.reference, self.candidate, self.rng, self.timeout = reference, candidate, rng, timeout
 
     def __call__(self, pair: int, cand: dict[str, Any], ref: dict[str, Any]) -> Verdict | None:
         for f in cand.get("flags", []):
             return Verdict(Reason(f["code"]), f"timed call: {f['detail']}", {"pair": pair})
         if "fingerprints" not in cand:
             return Verdict(Reason.PROTOCOL_VIOLATION, "timed sample without output digests", {"pair": pair})
+        if len(cand["fingerprints"]) != len(ref["fingerprints"]):
+            return Verdict(Reason.PROTOCOL_VIOLATION, f"timed sample with {len(cand['fingerprints'])} output digests "
+                           f"for {len(ref['fingerprints'])} calls", {"pair": pair})
+        rounding = float(ref.get("rounding") or 0.0)
         for k, (cfp, rfp) in enumerate(zip(cand["fingerprints"], ref["fingerprints"])):
             ck, rk = digest_key(cfp), digest_key(rfp)
             earlier = self.seen.setdefault(ck, rk)
-            if earlier != rk and not fingerprints_match(cfp, rfp):
+            if earlier != rk and not fingerprints_match(cfp, rfp, rounding):
                 return Verdict(Reason.OUTPUT_REPLAY, f"timed call {k} of pair {pair} returned the values of an earlier "
                                "call made on different inputs", {"pair": pair, "call": k})
-            if not fingerprints_match(cfp, rfp):
+            if not fingerprints_match(cfp, rfp, rounding):
                 return Verdict(Reason.WRONG_OUTPUT, f"timed call {k} of pair {pair}: output digest differs from the "
                                f"reference's on the same inputs", {"pair": pair, "call": k, "digest": cfp, "expected": rfp})
-        return None
+        return self._elements(pair)
+
+    def _elements(self, pair: int) -> Verdict | None:
+        """Elements at positions drawn now, after the calls returned, from every call of the sample."""
+        body = {"seed": self.rng.getrandbits(31), "count": SAMPLED_ELEMENTS}
+        picked = self.candidate.request("elements", body, self.timeout, raw=True)
+        try:
+            bad = self.reference.request("check_elements", {**body, "outputs": picked}, self.timeout * 4)
+        except WorkerFailure as exc:
+            raise WorkerFailure(Reason.REFERENCE_ERROR, f"checking the candidate's sampled elements failed in the "
+                                f"reference worker: {exc.message}", exc.evidence) from None
+        if bad is None:
+            return None
+        return Verdict(Reason(bad["reason"]), f"pair {pair}, elements of every timed call compared in full: "
+                       f"{bad['message']}", {**bad["evidence"], "pair": pair})
 
 
 def measure_pairs(
@@ -251,7 +316,8 @@ def measure_pairs(
     def place(calls: int) -> int:  # one untimed pass per placement
         return _place(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls * cfg.placements + 60)
 
-    checks = _CallChecks(seen_digests if seen_digests is not None else {})
+    checks = _CallChecks(seen_digests if seen_digests is not None else {}, reference, candidate, rng,
+                         cfg.call_timeout)
     # ``rng`` draws what the candidate must not predict (``seeds.KeyedRandom``); the bootstrap only needs speed.
     boot = random.Random(rng.getrandbits(64))
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
@@ -275,7 +341,7 @@ def measure_pairs(
             seed = rng.getrandbits(31)
             ref_sample = timed(reference, seed, calls, True)[0]
             bad = checks(-1, timed(candidate, seed, calls, True)[0], ref_sample)
-            if bad is not None and bad.reason not in (Reason.WRONG_OUTPUT, Reason.OUTPUT_REPLAY):
+            if bad is not None and bad.reason not in CAPTURE_VALUE_FAILURES:
                 raise AuditFailure(bad, -1)
             if bad is not None:
                 eager_because = f"the candidate's replayed graph failed the output check ({bad.reason.value})"

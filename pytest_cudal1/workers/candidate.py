@@ -49,6 +49,7 @@ class CandidateWorker:
         self.held: collections.deque[Any] = collections.deque(maxlen=runtime.HELD_CALLS)  # recent trials' outputs
         self.poison_sizes: list[int] = []  # the reference's output sizes, poisoned before each call
         self.allowed: set[str] = set()  # flags the reference earned too (it aliases or mutates its inputs)
+        self.timed_outputs: list[Any] = []  # every call's outputs of the last timed sample
         self.resident = 0  # device bytes the model holds (allocated while it was built)
         self.peak: int | None = None
 
@@ -161,9 +162,15 @@ class CandidateWorker:
             aliasing_allowed = "OUTPUT_ALIASES_INPUT" in self.allowed
             flags += [flag(code, detail) for code, detail in self.loop.inspect(outs, sample["graph"], aliasing_allowed)]
             sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
-        self.last_output = outs[-1]
+        self.last_output, self.timed_outputs = outs[-1], outs
         sample["flags"] = flags + self.state_flags()
         return sample
+
+    def elements(self, body: dict[str, Any]) -> list[torch.Tensor]:
+        """Elements of every call of the last sample, at positions the controller drew after it ran."""
+        picked = guards.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
+        self.timed_outputs = []
+        return picked
 
     def output(self, _body: Any) -> Any:
         """The last call's outputs: the controller relays them to the reference worker to be checked."""
@@ -207,6 +214,7 @@ def main() -> None:
         "place": worker.place,
         "time": worker.time,
         "output": worker.output,
+        "elements": worker.elements,
         "peak_memory": worker.peak_memory,
         "profile": worker.profile,
     })

@@ -15,9 +15,12 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.compare import compare, max_abs_diff
+from pytest_cudal1.compare import compare, relative_rounding
 from pytest_cudal1.recipes import Recipe, draw_inputs
 from pytest_cudal1.workers import guards, runtime
+
+# Draws of the task's own inputs the reference's rounding is measured on before the first trial.
+ROUNDING_DRAWS = 2
 
 
 class ReferenceWorker:
@@ -33,7 +36,8 @@ class ReferenceWorker:
         self.trial_inputs: list[Any] = []
         self.expected: Any = None
         self.native: Any = None
-        self.native_error = 0.0  # largest |native - float64| seen: the reference's own rounding error
+        self.rounding = 0.0  # the reference's relative rounding, largest seen (``compare.relative_rounding``)
+        self.timed_outputs: list[Any] = []  # every call's outputs of the last timed sample
         self.poison_sizes: list[int] = []  # output sizes, poisoned before eager timed samples as in the candidate
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +56,24 @@ class ReferenceWorker:
             self.model64 = copy.deepcopy(self.model).double()
         except Exception:  # noqa: BLE001 - some modules cannot be cast; fall back to native dtype
             self.model64 = None
+        self._calibrate(int(body["seed"]))
         return {"init_inputs": init_inputs, "device": self.device}
+
+    def _calibrate(self, seed: int) -> None:
+        """Measure the reference's rounding on a few draws of the task's own inputs before any trial.
+
+        One draw is not a measure of it where the output is rounding noise (a mean over a normalised
+        axis): the noise's largest element varies between draws. A task that fails here fails its trial.
+        """
+        assert self.module is not None
+        for k in range(ROUNDING_DRAWS):
+            try:
+                inputs = draw_inputs(self.module.get_inputs, Recipe(seed=seed ^ (0xCA11 + k)), self.device)
+                originals = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]  # a mutating forward
+                native, expected, _ = self._reference(inputs, originals)
+            except Exception:  # noqa: BLE001 - named by the trial that meets it
+                return
+            self.rounding = max(self.rounding, relative_rounding(native, expected))
 
     def _forward(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
@@ -71,22 +92,26 @@ class ReferenceWorker:
         recipe = Recipe(**body["recipe"])
         inputs = draw_inputs(self.module.get_inputs, recipe, self.device)
         guarded = guards.Guarded(inputs)
-        native = self._forward(self.model, guarded.inputs)
-        expected, precise = native, False
-        if self.model64 is not None:
-            try:
-                expected = self._forward(self.model64, [_to64(x) for x in guarded.originals])
-                precise = True
-            except Exception:  # noqa: BLE001 - ops without float64 support: compare in native dtype
-                expected = native
-        self.native_error = max(self.native_error, max_abs_diff(native, expected))
+        native, expected, precise = self._reference(guarded.inputs, guarded.originals)
+        self.rounding = max(self.rounding, relative_rounding(native, expected))
         self.trial_inputs, self.expected, self.native = guarded.originals, expected, native
         outs = list(guards.tensors(native))
         self.poison_sizes = [t.numel() * t.element_size() for t in outs]
-        return {"float64": precise, "aliases_input": guards.aliases(native, guarded.inputs),
+        return {"float64": precise, "rounding": self.rounding, "aliases_input": guards.aliases(native, guarded.inputs),
                 "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
                 "output_nbytes": [t.numel() * t.element_size() for t in outs],
                 "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
+
+    def _reference(self, inputs: list[Any], originals: list[Any] | None = None) -> tuple[Any, Any, bool]:
+        """(native output, float64 output, whether float64 ran) on ``inputs`` (float64 from ``originals``)."""
+        assert self.model is not None
+        native = self._forward(self.model, inputs)
+        if self.model64 is not None:
+            try:
+                return native, self._forward(self.model64, [_to64(x) for x in originals or inputs]), True
+            except Exception:  # noqa: BLE001 - ops without float64 support: compare in native dtype
+                pass
+        return native, native, False
 
     def inputs(self, _body: Any) -> list[Any]:
         """The last trial's inputs, for the controller to relay to the candidate."""
@@ -96,14 +121,22 @@ class ReferenceWorker:
         """Compare a candidate's outputs (relayed by the controller) here, on the reference's device.
 
         ``against``: ``trial`` (float64 reference of the last trial) or ``timed`` (the last timed
-        call's output in the task's dtype, allowing twice the reference's own rounding error).
+        call's output in the task's dtype). Both grant the reference's rounding (``compare``).
         """
         outputs = _on_device(body["outputs"], self.device)
         if body["against"] == "trial":
-            bad = compare(outputs, self.expected, self.native)
+            bad = compare(outputs, self.expected, self.native, rounding=self.rounding)
         else:
-            bad = compare(outputs, self.last_output, None, "timed output", extra_slack=self.native_error)
-        return None if bad is None else {"reason": bad.reason.value, "message": bad.message, "evidence": bad.evidence}
+            bad = compare(outputs, self.last_output, None, "timed output", rounding=self.rounding)
+        return _verdict(bad)
+
+    def check_elements(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Compare the candidate's elements of every call of the last timed sample with the reference's at
+        the same positions (``guards.sampled_elements``), under the same rounding model."""
+        own = guards.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
+        self.timed_outputs = []
+        return _verdict(compare(_on_device(body["outputs"], self.device), own, None, "timed elements",
+                                rounding=self.rounding))
 
     def prepare_timing(self, body: dict[str, Any]) -> dict[str, Any]:
         """Keep the task's own inputs on the device as the base every timed call perturbs."""
@@ -116,7 +149,7 @@ class ReferenceWorker:
     def release_timing(self, _body: Any) -> None:
         """Drop the timing buffers (placements, graph captures) and hand cached device memory back:
         the worker is kept for the task's next candidate, whose trials should not compete with them."""
-        self.loop, self.last_output = None, None
+        self.loop, self.last_output, self.timed_outputs = None, None, []
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
 
@@ -145,7 +178,8 @@ class ReferenceWorker:
                                             graph=bool(body.get("graph")))
         self.loop.inspect(outs, sample["graph"], aliasing_allowed=True)  # the candidate's checks, for equal overhead
         sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
-        self.last_output = outs[-1]
+        sample["rounding"] = self.rounding
+        self.last_output, self.timed_outputs = outs[-1], outs
         return sample
 
     def bandwidth(self, _body: Any) -> float | None:
@@ -178,6 +212,10 @@ def _on_device(value: Any, device: str) -> Any:
     return value
 
 
+def _verdict(bad: Any) -> dict[str, Any] | None:
+    return None if bad is None else {"reason": bad.reason.value, "message": bad.message, "evidence": bad.evidence}
+
+
 def _to64(x: Any) -> Any:
     return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
@@ -189,6 +227,7 @@ def main() -> None:
         "trial": worker.trial,
         "inputs": worker.inputs,
         "check": worker.check,
+        "check_elements": worker.check_elements,
         "prepare_timing": worker.prepare_timing,
         "timing_base": worker.timing_base,
         "capture": worker.capture,

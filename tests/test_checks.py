@@ -1,0 +1,206 @@
+"""Issue 14's checks at unit level (CPU): families that keep the task's preconditions, the mixed family,
+the order- and precision-sensitive digest of timed calls, sampled elements, and the rounding model.
+
+The judged end-to-end cases (real workers, real plugin runs) are in ``tests/cheats/test_checks_cpu.py``.
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import find
+
+from pytest_cudal1.compare import compare, relative_rounding
+from pytest_cudal1.recipes import FAMILIES, SCALES, Recipe, draw_inputs, recipe_strategy
+from pytest_cudal1.timing import fingerprints_match
+from pytest_cudal1.workers.guards import fingerprint, sampled_elements
+
+TASKS = Path(__file__).resolve().parent / "cheats" / "cases" / "tasks" / "level1"
+RECIPES = [Recipe(seed=s, family=f, scale=c, regions=2 if f == "mixed" else 0, outliers=8 if f == "mixed" else 0)
+           for s, (f, c) in enumerate((f, c) for f in FAMILIES for c in SCALES)]
+
+
+def task_inputs(stem: str):
+    return runpy.run_path(str(TASKS / f"{stem}.py"))["get_inputs"]
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# ------------------------------------------------------------ preconditions (item 8) ---
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=str)
+def test_triangular_inputs_stay_triangular(recipe: Recipe) -> None:
+    """KernelBench L1/15: ``tril(rand)``; a family used to be applied after ``tril``."""
+    for x in draw_inputs(task_inputs("31_TrilMatmul"), recipe, "cpu"):
+        assert torch.equal(x, torch.tril(x)), f"{recipe}: not lower triangular"
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=str)
+def test_symmetric_inputs_stay_symmetric(recipe: Recipe) -> None:
+    """KernelBench L1/13: ``(A + A.T) / 2``."""
+    for x in draw_inputs(task_inputs("32_SymMatmul"), recipe, "cpu"):
+        assert torch.equal(x, x.T), f"{recipe}: not symmetric"
+
+
+def _spd_inputs():
+    a = torch.randn(16, 16)
+    return [a @ a.T + 16 * torch.eye(16)]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=str)
+def test_positive_definite_inputs_stay_positive_definite(recipe: Recipe) -> None:
+    (x,) = draw_inputs(_spd_inputs, recipe, "cpu")
+    assert torch.equal(x, x.T) and bool((torch.linalg.eigvalsh(x.double()) > 0).all()), f"{recipe}: not SPD"
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=str)
+def test_probabilities_stay_probabilities(recipe: Recipe) -> None:
+    """KernelBench L1/98: ``(rand * rand(())).softmax(-1)``, a scalar draw included."""
+    for x in draw_inputs(task_inputs("34_KLDiv"), recipe, "cpu"):
+        assert bool((x >= 0).all()) and torch.allclose(x.sum(-1), torch.ones(x.shape[0]), atol=1e-5), str(recipe)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=str)
+def test_class_indices_stay_in_range(recipe: Recipe) -> None:
+    """KernelBench L1/95: ``randint(0, num_classes, (batch,))`` labels beside float logits."""
+    logits, labels = draw_inputs(task_inputs("33_CrossEntropy"), recipe, "cpu")
+    assert labels.dtype == torch.int64 and labels.shape == (256,)
+    assert int(labels.min()) >= 0 and int(labels.max()) < logits.shape[1], str(recipe)
+
+
+def _integer_inputs():
+    return [torch.randint(3, 11, (4096,)), torch.randint(7, (4096,)), torch.randint_like(torch.empty(4096), -5, 5),
+            torch.empty(4096, dtype=torch.int32).random_(2, 9), torch.rand(4096)]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=str)
+def test_integer_draws_stay_in_the_tasks_range(recipe: Recipe) -> None:
+    a, b, c, d, _ = draw_inputs(_integer_inputs, recipe, "cpu")
+    for x, low, high in ((a, 3, 11), (b, 0, 7), (c, -5, 5), (d, 2, 9)):
+        assert int(x.min()) >= low and int(x.max()) < high, f"{recipe}: {x.dtype} outside [{low}, {high})"
+
+
+def test_mixed_outliers_reach_both_ends_of_an_integer_range() -> None:
+    a, *_ = draw_inputs(_integer_inputs, Recipe(seed=5, family="mixed", outliers=8), "cpu")
+    assert {3, 10} <= set(a.tolist())
+
+
+def test_the_task_family_is_the_tasks_own_draw() -> None:
+    torch.manual_seed(9)
+    own = task_inputs("31_TrilMatmul")()
+    drawn = draw_inputs(task_inputs("31_TrilMatmul"), Recipe(seed=9), "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(own, drawn))
+
+
+def test_torch_factories_are_restored_after_a_draw() -> None:
+    before = (torch.randn, torch.rand, torch.randint, torch.Tensor.uniform_, torch.Tensor.random_)
+    draw_inputs(_integer_inputs, Recipe(seed=1, family="wide"), "cpu")
+    with pytest.raises(ZeroDivisionError):
+        draw_inputs(lambda: [torch.randn(3), 1 / 0], Recipe(seed=1, family="normal"), "cpu")
+    assert before == (torch.randn, torch.rand, torch.randint, torch.Tensor.uniform_, torch.Tensor.random_)
+
+
+# ------------------------------------------------------------------ mixed family (item 7) ---
+
+def test_mixed_inputs_are_mostly_the_tasks_with_other_regions_and_sparse_outliers() -> None:
+    """A peek at a few elements sees the task's distribution; elsewhere other families and outliers sit."""
+    (x,) = draw_inputs(task_inputs("37_ClampRand"), Recipe(seed=2, family="mixed", regions=1, outliers=2), "cpu")
+    task_like = ((x >= 0) & (x < 1)).float().mean()
+    assert 0.5 < float(task_like) < 1.0
+    (y,) = draw_inputs(task_inputs("37_ClampRand"), Recipe(seed=2, family="mixed", outliers=1), "cpu")
+    off = ~((y >= 0) & (y < 1))
+    assert 1 <= int(off.sum()) <= y.numel() // 1000 + 1, "outliers: about one per mille"
+    assert float(y.abs().max()) > 1.0 or float(y.min()) < 0.0
+
+
+def test_hypothesis_shrinks_a_mixed_recipe_toward_fewest_regions_and_outliers() -> None:
+    minimal = find(recipe_strategy(), lambda r: r.family == "mixed" and r.regions + r.outliers > 0)
+    assert minimal.regions + minimal.outliers == 1 and minimal.scale == SCALES[0] and minimal.seed == 0
+
+
+# ------------------------------------------------------------- timed-call digest (item 3) ---
+
+def test_digest_sees_order() -> None:
+    """An unsorted 'sort' has the sorted output's sums; the projections tell them apart."""
+    x = torch.randn(8, 256, generator=gen(1))
+    right, wrong = torch.sort(x, dim=-1).values, x.clone()
+    assert fingerprint(right)[0][:4] == pytest.approx(fingerprint(wrong)[0][:4], rel=1e-12)
+    assert not fingerprints_match(fingerprint(wrong), fingerprint(right))
+
+
+@pytest.mark.parametrize("n", [2048, 1 << 18])
+def test_digest_sees_bf16_arithmetic_but_not_reordered_float32(n: int) -> None:
+    e = torch.randn(n, dtype=torch.float64, generator=gen(2))
+    native = e.float()
+    assert not fingerprints_match(fingerprint(native.bfloat16().float()), fingerprint(native))
+    reordered = (e * (1 + 2e-7 * torch.randn(n, dtype=torch.float64, generator=gen(3)))).float()
+    assert fingerprints_match(fingerprint(reordered), fingerprint(native))
+
+
+def test_digest_grants_the_references_rounding() -> None:
+    """Rounding noise around zero (L2/23's shape): an exact zero matches within the reference's rounding."""
+    noise = 1e-8 * torch.randn(128, generator=gen(4))
+    exact = torch.zeros(128)
+    assert not fingerprints_match(fingerprint(exact), fingerprint(noise))
+    assert fingerprints_match(fingerprint(exact), fingerprint(noise), rounding=3.0)
+
+
+def test_digest_of_integer_outputs_is_exact() -> None:
+    x = torch.arange(1000)
+    y = x.clone()
+    y[7] += 1
+    assert fingerprints_match(fingerprint(x.clone()), fingerprint(x))
+    assert not fingerprints_match(fingerprint(y), fingerprint(x), rounding=1.0)
+
+
+def test_sampled_elements_are_the_same_positions_on_both_sides() -> None:
+    outs = [torch.randn(64, 64, generator=gen(k)) for k in range(3)] + [torch.arange(10)]
+    copy = [o.clone() for o in outs]
+    a, b = sampled_elements(outs, 77, 256), sampled_elements(copy, 77, 256)
+    assert [t.shape for t in a] == [(256,)] * 3 + [(10,)]
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], sampled_elements(outs, 78, 256)[0])
+
+
+# ------------------------------------------------------------------- rounding model (item 12) ---
+
+def test_rounding_is_relative_to_the_outputs_rms() -> None:
+    e = torch.randn(100, dtype=torch.float64, generator=gen(5))
+    n = e + 1e-3 * torch.sign(e)
+    assert relative_rounding(n, e) == pytest.approx(1e-3 / float(n.square().mean().sqrt()), rel=1e-9)
+    assert relative_rounding(100 * n, 100 * e) == pytest.approx(relative_rounding(n, e), rel=1e-9)
+
+
+def test_rounding_measured_elsewhere_widens_a_quiet_draw() -> None:
+    """A draw whose own rounding happens to be small still gets the rounding seen on other draws."""
+    e = torch.zeros(16, dtype=torch.float64)
+    native = 1e-9 * torch.ones(16)  # this draw's noise
+    candidate = torch.full((16,), -4e-9)  # noise of its own, four times the draw's
+    assert compare(candidate, e, native) is not None
+    assert compare(candidate, e, native, rounding=3.0) is None  # 2 * 3.0 * rms(native) = 6e-9
+
+
+def test_timed_checks_allow_for_the_rounding_the_native_reference_carries() -> None:
+    native = 1e-9 * torch.ones(16)
+    candidate = torch.full((16,), -4e-9)  # 5e-9 from the native reference: within 3 * 2.0 * 1e-9, not 2 *
+    assert compare(candidate, native, None, rounding=2.0) is None
+    assert compare(candidate, native, None, rounding=1.0) is not None
+
+
+@pytest.mark.gpu
+def test_digest_and_sampled_elements_on_cuda() -> None:
+    """The workers compute digests and sampled elements on the device of the outputs."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    x = torch.randn(8, 4096, generator=gen(6)).cuda()
+    right, wrong = torch.sort(x, dim=-1).values, x.clone()
+    assert fingerprints_match(fingerprint(right), fingerprint(right.cpu()))
+    assert not fingerprints_match(fingerprint(wrong), fingerprint(right))
+    assert not fingerprints_match(fingerprint(right.bfloat16().float()), fingerprint(right))
+    on_gpu, on_cpu = sampled_elements([right], 5, 256), sampled_elements([right.cpu()], 5, 256)
+    assert torch.equal(on_gpu[0].cpu(), on_cpu[0])
