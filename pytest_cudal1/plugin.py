@@ -41,6 +41,9 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
     ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if they differ by over 1.5x; the lower counts"),
     ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
+    ("allow-global", "string", None, "comma-separated algorithm-selection flags a candidate may set process-wide "
+                                     "(cudnn.benchmark, cudnn.deterministic, cudnn.enabled, deterministic_algorithms); "
+                                     "the record names those it set"),
 ]
 
 
@@ -73,6 +76,16 @@ def setting(config: pytest.Config, name: str) -> Any:
         return {"int": int, "float": float}.get(kind, str)(raw)
     except ValueError:
         raise pytest.UsageError(f"--cudal1-{name}: expected {kind}, got {raw!r}") from None
+
+
+def allowed_globals(config: pytest.Config) -> frozenset[str]:
+    """``--cudal1-allow-global`` as the settings' keys; a name that is not an algorithm-selection flag is refused."""
+    from pytest_cudal1.allowances import parse_allowed
+
+    try:
+        return parse_allowed(setting(config, "allow-global"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--cudal1-allow-global: {exc}") from None
 
 
 def enabled(config: pytest.Config) -> bool:
@@ -139,6 +152,7 @@ class CudaL1Session:
         self.ledger_path = Path(setting(config, "ledger"))
         if not self.ledger_path.is_absolute():
             self.ledger_path = Path(config.invocation_params.dir) / self.ledger_path
+        self.allow_global = allowed_globals(config)  # refused at start-up, not after collection
         self.records: list[dict[str, Any]] = []
         self.unmatched: list[Any] = []
         self.html_path: Path | None = None
@@ -196,7 +210,7 @@ class CudaL1Session:
             judge = self.judge()
             for item in items:
                 if judge.unavailable(item.candidate) is None:
-                    judge.builds.submit(item.candidate, judge.gpu)
+                    judge.builds.submit(item.candidate, judge.gpu, item.task)
 
     def judge(self) -> Any:
         if self._judge is None:
@@ -221,6 +235,7 @@ class CudaL1Session:
                 peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
                 remeasure_above=setting(self.config, "remeasure-above"),
                 timing_processes=max(1, setting(self.config, "timing-processes")),
+                allow_global=self.allow_global,
             )
             arch = environment.gpu_facts().get("compute_capability")
             self._judge = Judge(cfg, BuildPool(self.cache_dir, cfg.compile_timeout, arch), gpu)

@@ -62,6 +62,7 @@ class Reason(str, enum.Enum):
     INPUT_MUTATED = ("INPUT_MUTATED", "forward changed its inputs")
     PRECISION_LOSS = ("PRECISION_LOSS", "errors at the level of bf16/fp16/TF32 arithmetic in a float32 task")
     GLOBAL_STATE_MODIFIED = ("GLOBAL_STATE_MODIFIED", "a process-wide setting (TF32, cudnn, threads, env, persisting L2) changed")
+    PRECISION_SETTING_MODIFIED = ("PRECISION_SETTING_MODIFIED", "a process-wide setting that changes numerics (TF32, reduced-precision reductions, float32 matmul precision, default dtype) changed")
     JUDGE_TAMPERING = ("JUDGE_TAMPERING", "harness, timer or torch functions were replaced (monkeypatching)")
     OUT_OF_BOUNDS_WRITE = ("OUT_OF_BOUNDS_WRITE", "guard bytes around a harness-owned buffer changed, or the sanitizer reported a bad access")
     LIBRARY_ONLY = ("LIBRARY_ONLY", "only library kernels ran (custom-kernel-only track)")
