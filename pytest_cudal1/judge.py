@@ -333,13 +333,14 @@ class Judge:
 
         Lazy compilation (``torch.compile``, Triton autotuning) and the pools it starts happen
         here, under the compile timeout, not in the first trial under the call timeout. Its
-        outputs are not checked; its inputs are drawn for it alone, so nothing it computes
-        answers a trial. Global settings and tampering are checked as after every call.
+        values are not checked; its inputs are drawn for it alone, so nothing it computes
+        answers a trial, and a later call that returns its buffer or its values is OUTPUT_REPLAY.
+        Global settings and tampering are checked as after every call.
         """
         cfg = self.cfg
         try:
             recipe = Recipe(seed=cfg.seed ^ WARM_UP_SEED, family="task", scale=1.0)
-            reference.request("trial", {"recipe": dataclasses.asdict(recipe)}, cfg.call_timeout * 4)
+            ref = reference.request("trial", {"recipe": dataclasses.asdict(recipe)}, cfg.call_timeout * 4)
             inputs = reference.request("inputs", None, cfg.call_timeout, raw=True)
         except WorkerFailure as exc:
             self.references.close_current()
@@ -351,6 +352,7 @@ class Judge:
             return Verdict(_compile_reason(exc, exc.reason), f"in the warm-up call: {exc.message}", exc.evidence)
         if record.first_call_ms is None:  # replicas warm up too
             record.first_call_ms = warmed["call_ms"]
+        self._replayed(warmed["fingerprint"], ref["fingerprint"])  # a later call returning these values replays
         return _flag_verdict(warmed["flags"], "in the warm-up call") if warmed["flags"] else None
 
     def _prepare_timing(self, reference: WorkerProcess, worker: WorkerProcess) -> int:
@@ -457,8 +459,8 @@ class Judge:
                          if not (f["code"] == "OUTPUT_ALIASES_INPUT" and ref["aliases_input"])
                          and not (f["code"] == "INPUT_MUTATED" and ref["mutates_input"])]
                 replayed = self._replayed(got["fingerprint"], ref["fingerprint"])
-                if replayed:
-                    flags.insert(0, {"code": "OUTPUT_REPLAY", "detail": replayed})
+                if replayed:  # after the worker's own flags: a deferred write can also look like a replay
+                    flags.append({"code": "OUTPUT_REPLAY", "detail": replayed})
                 try:
                     bad = _flag_verdict(flags, f"on {recipe}") if flags else self._check(reference, worker, "trial")
                 except WorkerFailure as exc:

@@ -27,7 +27,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("ledger", "string", "cudal1-ledger.jsonl", "reward ledger (JSONL) to append every judged pair to"),
     ("trials", "int", 5, "correctness trials per candidate (hypothesis-drawn input recipes)"),
     ("seed", "int", None, "seed for models, recipes and timing (default: random, recorded in the ledger)"),
-    ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling"),
+    ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling, constructing ModelNew, "
+                                        "and in its first (warm-up) call"),
     ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),
     ("time-budget", "float", 10.0, "seconds of paired timing per candidate, at most"),
     ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),

@@ -30,7 +30,7 @@ class Reason(str, enum.Enum):
     SYNTAX_ERROR = ("SYNTAX_ERROR", "the candidate module does not parse")
     IMPORT_ERROR = ("IMPORT_ERROR", "the candidate module raised while being imported")
     COMPILE_ERROR = ("COMPILE_ERROR", "an extension or kernel in the candidate failed to compile")
-    COMPILE_TIMEOUT = ("COMPILE_TIMEOUT", "importing/compiling the candidate ran past the compile timeout")
+    COMPILE_TIMEOUT = ("COMPILE_TIMEOUT", "importing, constructing or first calling (lazy compilation) the candidate ran past the compile timeout")
     NO_MODELNEW = ("NO_MODELNEW", "the candidate module defines no ModelNew class")
     INIT_ERROR = ("INIT_ERROR", "ModelNew(*get_init_inputs()) raised")
 

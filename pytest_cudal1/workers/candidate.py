@@ -112,12 +112,17 @@ class CandidateWorker:
         return {"device": self.device, "flags": self.state_flags()}
 
     def warm_up(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The first call, unchecked (``judge._warm_up``): lazy compilation happens here, under the compile timeout."""
+        """The first call, its values unchecked (``judge._warm_up``): lazy compilation happens here, under the
+        compile timeout. Its output is an earlier call's for the replay checks (buffer and digest)."""
         inputs = runtime.to_device(list(body["inputs"]), self.device)
         t0 = time.perf_counter()
-        self._call(inputs)
+        out = self._call(inputs)
         runtime.sync(self.device)
-        return {"call_ms": (time.perf_counter() - t0) * 1e3, "flags": self.state_flags()}
+        call_ms = (time.perf_counter() - t0) * 1e3
+        lazy = guards.lazy_outputs(out)
+        if not lazy:
+            self.last_output = out
+        return {"call_ms": call_ms, "flags": self.state_flags(), "fingerprint": None if lazy else guards.fingerprint(out)}
 
     def _call(self, inputs: list[Any]) -> Any:
         assert self.model is not None

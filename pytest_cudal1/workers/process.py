@@ -47,6 +47,8 @@ def _widen(fd: int) -> None:
         pass
 
 
+HARNESS_DIR = str(Path(__file__).resolve().parents[1])  # frames of the harness's own code
+
 # What the candidate's code was doing in the requests that run it, for a worker that died there.
 REQUEST_PHASES = {
     "load": "importing the candidate", "build": "constructing ModelNew", "warm_up": "the warm-up call",
@@ -64,7 +66,7 @@ def crash_site(log_tail: str) -> str:
     what = next((ln.split("what():", 1)[1].strip() for ln in reversed(log_tail.splitlines()) if "what():" in ln), "")
     fatal = log_tail.rfind("Fatal Python error")
     frames = [] if fatal < 0 else [ln.strip() for ln in log_tail[fatal:].splitlines()
-                                   if ln.strip().startswith('File "') and "pytest_cudal1" not in ln]
+                                   if ln.strip().startswith('File "') and HARNESS_DIR not in ln]
     parts = [p for p in (what[:300], f"at {frames[0]}" if frames else "") if p]
     return ": " + " ".join(parts) if parts else ""
 
