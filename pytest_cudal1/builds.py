@@ -1,8 +1,9 @@
 """Compiling candidates ahead of judging: separate processes, a timeout, a cache by source hash.
 
-``load_inline`` candidates compile when their module is imported, so a build is
-an import in a throw-away process (``candidate --compile-only``) whose
-extension, Triton, CuPy and Numba caches live in ``CACHE/builds/<sha256>/``.
+``load_inline`` candidates compile when their module is imported or when
+``ModelNew`` is constructed, so a build is an import and a construction from the
+task's init inputs in a throw-away process (``candidate --compile-only``) whose
+extension, Triton, CuPy, Numba and inductor caches live in ``CACHE/builds/<sha256>/``.
 The judging worker later imports with the same cache folders and finds the
 build done. Builds run on a thread pool sized to the CPU count while the GPU
 judges other items; a successful build leaves ``ok.json`` so an unchanged
@@ -22,10 +23,12 @@ import sys
 import time
 from pathlib import Path
 
+from kernelbench.loaders import Task
 from pytest_cudal1.candidates import Candidate
 from pytest_cudal1.reasons import Reason
 
 COMPILED_BACKENDS = ("cuda", "cpp")
+CONSTRUCTION_FAILED = "cudal1: ModelNew(*get_init_inputs()) raised in the build"  # the build's log says so
 
 
 @dataclasses.dataclass
@@ -55,13 +58,14 @@ class BuildPool:
 
     def source_path(self, candidate: Candidate) -> str:
         """The candidate's real file, or a cached copy of its source (Triton needs a file)."""
-        if candidate.path:
-            return candidate.path
-        path = self.cache_root / "sources" / f"{candidate.sha256}.py"
+        return candidate.path or self._source_copy(candidate.sha256, candidate.source)
+
+    def _source_copy(self, sha256: str, source: str) -> str:
+        path = self.cache_root / "sources" / f"{sha256}.py"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(candidate.source, encoding="utf-8")
+            tmp.write_text(source, encoding="utf-8")
             tmp.replace(path)
         return str(path)
 
@@ -76,6 +80,7 @@ class BuildPool:
             "TRITON_CACHE_DIR": str(d / "triton"),
             "CUPY_CACHE_DIR": str(d / "cupy"),
             "NUMBA_CACHE_DIR": str(d / "numba"),
+            "TORCHINDUCTOR_CACHE_DIR": str(d / "inductor"),  # torch.compile: warm on a rerun, never /tmp
             "MAX_JOBS": "1",
         }
         if self.gpu_arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
@@ -85,18 +90,19 @@ class BuildPool:
             env["NUMBA_ENABLE_CUDASIM"] = "1"
         return env
 
-    def submit(self, candidate: Candidate, gpu: bool) -> None:
+    def submit(self, candidate: Candidate, gpu: bool, task: Task | None = None) -> None:
+        """Start the candidate's build; with its ``task``, ModelNew is constructed from the task's init inputs too."""
         if candidate.backend in COMPILED_BACKENDS and candidate.sha256 not in self.futures:
-            self.futures[candidate.sha256] = self.pool.submit(self._build, candidate, gpu)
+            self.futures[candidate.sha256] = self.pool.submit(self._build, candidate, gpu, task)
 
-    def result(self, candidate: Candidate, gpu: bool) -> BuildResult:
+    def result(self, candidate: Candidate, gpu: bool, task: Task | None = None) -> BuildResult:
         """Wait for the candidate's build; backends that compile lazily need none."""
         if candidate.backend not in COMPILED_BACKENDS:
             return BuildResult(Reason.OK, "compiles at first call")
-        self.submit(candidate, gpu)
+        self.submit(candidate, gpu, task)
         return self.futures[candidate.sha256].result()
 
-    def _build(self, candidate: Candidate, gpu: bool) -> BuildResult:
+    def _build(self, candidate: Candidate, gpu: bool, task: Task | None) -> BuildResult:
         d = self.build_dir(candidate)
         marker = d / "ok.json"
         if marker.exists():
@@ -104,11 +110,12 @@ class BuildPool:
             return BuildResult(Reason.OK, f"cached build (compiled in {info.get('seconds', 0.0):.1f} s earlier)",
                                0.0, cached=True)
         log_path = d / "build.log"
+        task_args = [self._source_copy(task.sha256, task.source)] if task is not None else []
         t0 = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "pytest_cudal1.workers.candidate", "--compile-only",
-                 self.source_path(candidate), self.module_name(candidate)],
+                 self.source_path(candidate), self.module_name(candidate), *task_args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, **self.env(candidate, gpu)}, cwd=str(d),
             )
@@ -149,9 +156,12 @@ class BuildPool:
 
 
 def _classify_failure(log: str) -> Reason:
+    compile_failed = "Error building extension" in log or "CompilationError" in log or "ninja: build stopped" in log
+    if CONSTRUCTION_FAILED in log:
+        return Reason.COMPILE_ERROR if compile_failed else Reason.INIT_ERROR
     if "SyntaxError" in log:
         return Reason.SYNTAX_ERROR
-    if "Error building extension" in log or "CompilationError" in log or "ninja: build stopped" in log:
+    if compile_failed:
         return Reason.COMPILE_ERROR
     return Reason.IMPORT_ERROR
 

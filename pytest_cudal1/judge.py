@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from kernelbench.loaders import Task
 from pytest_cudal1 import environment
+from pytest_cudal1.allowances import GlobalScreen
 from pytest_cudal1.builds import BuildPool
 from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate
 from pytest_cudal1.reasons import Reason
@@ -51,6 +52,7 @@ class JudgeConfig:
     timing_processes: int = 1  # worker-process pairs each candidate is timed in (``timing.pool_runs``)
     # Seed of recipes, timing inputs, pair order and audits (``seeds``); None: drawn per item after the build.
     judge_seed: int | None = None
+    allow_global: frozenset[str] = frozenset()  # algorithm-selection settings a candidate may change (``allowances``)
 
 
 class ReferencePool:
@@ -208,7 +210,8 @@ class Judge:
             record.verdict = Verdict(Reason.BACKEND_UNAVAILABLE, why)
             return record
         phase = _Phases(record, self.on_phase)
-        build = self.builds.result(candidate, self.gpu)
+        screen = GlobalScreen(self.cfg.allow_global)
+        build = self.builds.result(candidate, self.gpu, task)
         phase("build_wait")
         record.compile_s = build.seconds
         if build.reason is not Reason.OK:
@@ -224,18 +227,20 @@ class Judge:
             return record
         worker = self._take_worker(task, candidate)
         try:
-            record.verdict = self._run(task, candidate, reference, worker, record, phase,
+            record.verdict = self._run(task, candidate, reference, worker, record, phase, screen,
                                        lambda: self._prefetch(upcoming))
         finally:
             worker.close()
             self._prefetch(upcoming)
+        record.global_flags_set = sorted(screen.accepted)
         record.reward = reward_for(record.verdict, record.timing)
         return record
 
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
-             record: JudgedRecord, phase: "_Phases", after_timing: Callable[[], None]) -> Verdict:
+             record: JudgedRecord, phase: "_Phases", screen: GlobalScreen,
+             after_timing: Callable[[], None]) -> Verdict:
         cfg = self.cfg
-        bad = self._load(worker, candidate, record, phase)
+        bad = self._load(worker, candidate, record, screen, reference, phase)
         if bad is not None:
             return bad
         # Drawn now, after ModelNew is built: nothing the candidate's process holds follows from it.
@@ -257,7 +262,7 @@ class Judge:
             input_nbytes = self._prepare_timing(reference, worker, base_seed)
             for i, replica in enumerate(replicas, start=1):
                 pairs.append((self.references.replica(task, i), replica))
-                bad = self._load(replica, candidate, record)
+                bad = self._load(replica, candidate, record, screen, pairs[-1][0])
                 if bad is not None:
                     return Verdict(bad.reason, f"in timing process pair {i + 1}: {bad.message}", bad.evidence)
                 self._prepare_timing(*pairs[-1], base_seed)
@@ -303,18 +308,21 @@ class Judge:
                            {"kernels": record.kernels})
         return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
 
-    def _load(self, worker: WorkerProcess, candidate: Candidate, record: JudgedRecord,
-              phase: Callable[[str], None] = lambda _: None) -> Verdict | None:
-        """Import the candidate in its worker and build its ModelNew; a verdict if that failed."""
+    def _load(self, worker: WorkerProcess, candidate: Candidate, record: JudgedRecord, screen: GlobalScreen,
+              reference: WorkerProcess, phase: Callable[[str], None] = lambda _: None) -> Verdict | None:
+        """Import the candidate in its worker, build its ModelNew and warm it up; a verdict if that failed.
+
+        From here on every reply's flags pass ``screen``: the settings the user allowed are dropped.
+        Construction and the warm-up call get the compile timeout: ``load_inline`` in ``__init__``
+        and ``torch.compile`` at the first call compile there (a cached build makes both quick).
+        """
         cfg = self.cfg
+        worker.screen = screen
         try:
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
                                              "module_name": self.builds.module_name(candidate)}, cfg.compile_timeout)
         except WorkerFailure as exc:
-            reason = Reason.IMPORT_ERROR if exc.reason is Reason.RUNTIME_ERROR else exc.reason
-            if exc.reason is Reason.TIMEOUT:
-                reason = Reason.COMPILE_TIMEOUT
-            return Verdict(reason, exc.message, exc.evidence)
+            return Verdict(_compile_reason(exc, Reason.IMPORT_ERROR), exc.message, exc.evidence)
         phase("candidate_import")
         if not record.compile_s:  # lazily compiling backends, and cached builds: the import is the cost
             record.compile_s = loaded["import_s"]
@@ -324,14 +332,42 @@ class Judge:
             return Verdict(Reason.NO_MODELNEW, f"{candidate.origin} defines no class ModelNew")
         try:
             built = worker.request("build", {"init_inputs": self.references.init_inputs, "seed": cfg.seed},
-                                   cfg.call_timeout)
+                                   cfg.compile_timeout)
         except WorkerFailure as exc:
-            reason = Reason.INIT_ERROR if exc.reason is Reason.RUNTIME_ERROR else exc.reason
-            return Verdict(reason, exc.message, exc.evidence)
+            return Verdict(_compile_reason(exc, Reason.INIT_ERROR), exc.message, exc.evidence)
         if built["flags"]:
             return _flag_verdict(built["flags"], "in ModelNew.__init__")
         phase("candidate_init")
-        return None
+        bad = self._warm_up(reference, worker, record)
+        phase("warm_up")
+        return bad
+
+    def _warm_up(self, reference: WorkerProcess, worker: WorkerProcess, record: JudgedRecord) -> Verdict | None:
+        """One unchecked first call on task inputs of their own, before any checked one.
+
+        Lazy compilation (``torch.compile``, Triton autotuning) and the pools it starts happen
+        here, under the compile timeout, not in the first trial under the call timeout. Its
+        values are not checked; its inputs are drawn for it alone, so nothing it computes
+        answers a trial, and a later call that returns its buffer or its values is OUTPUT_REPLAY.
+        Global settings and tampering are checked as after every call.
+        """
+        cfg = self.cfg
+        try:
+            recipe = Recipe(seed=cfg.seed ^ WARM_UP_SEED, family="task", scale=1.0)
+            ref = reference.request("trial", {"recipe": dataclasses.asdict(recipe)}, cfg.call_timeout * 4)
+            inputs = reference.request("inputs", None, cfg.call_timeout, raw=True)
+        except WorkerFailure as exc:
+            self.references.close_current()
+            return Verdict(Reason.REFERENCE_ERROR, f"reference failed on the warm-up inputs: {exc.message}",
+                           exc.evidence)
+        try:
+            warmed = worker.request("warm_up", {"inputs": inputs}, cfg.compile_timeout)
+        except WorkerFailure as exc:
+            return Verdict(_compile_reason(exc, exc.reason), f"in the warm-up call: {exc.message}", exc.evidence)
+        if record.first_call_ms is None:  # replicas warm up too
+            record.first_call_ms = warmed["call_ms"]
+        self._replayed(warmed["fingerprint"], ref["fingerprint"])  # a later call returning these values replays
+        return _flag_verdict(warmed["flags"], "in the warm-up call") if warmed["flags"] else None
 
     def _prepare_timing(self, reference: WorkerProcess, worker: WorkerProcess, seed: int) -> int:
         """Both workers of a pair get the reference's timing inputs (drawn under ``seed``); returns their bytes."""
@@ -452,12 +488,10 @@ class Judge:
                 except WorkerFailure as exc:
                     fatal.append(exc)
                     raise _Fatal(exc) from None
-                if record.first_call_ms is None:
-                    record.first_call_ms = got["call_ms"]
                 flags = [f for f in got["flags"] if f["code"] not in self._allowed]
                 replayed = self._replayed(got["fingerprint"], ref["fingerprint"], ref["rounding"])
-                if replayed:
-                    flags.insert(0, {"code": "OUTPUT_REPLAY", "detail": replayed})
+                if replayed:  # after the worker's own flags: a deferred write can also look like a replay
+                    flags.append({"code": "OUTPUT_REPLAY", "detail": replayed})
                 try:
                     bad = _flag_verdict(flags, f"on {recipe}") if flags else self._check(reference, worker, "trial")
                 except WorkerFailure as exc:
@@ -553,6 +587,16 @@ def _digest_of(key: tuple[float, ...], like: list[list[float]]) -> list[list[flo
         out.append(list(key[i:i + len(t)]))
         i += len(t)
     return out if i == len(key) else []
+
+
+WARM_UP_SEED = 0x5741524D  # the warm-up's inputs differ from every trial's
+
+
+def _compile_reason(exc: WorkerFailure, otherwise: Reason) -> Reason:
+    """A step under the compile timeout that ran past it is COMPILE_TIMEOUT; a Python error is ``otherwise``."""
+    if exc.reason is Reason.TIMEOUT:
+        return Reason.COMPILE_TIMEOUT
+    return otherwise if exc.reason is Reason.RUNTIME_ERROR else exc.reason
 
 
 def _flag_verdict(flags: list[dict[str, str]], when: str) -> Verdict:

@@ -30,7 +30,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("seed", "int", None, "seed the models' weights are built under (default: random, recorded in the ledger)"),
     ("judge-seed", "int", None, "seed of recipes, timing inputs, order and audits, to reproduce a run (default: "
                                 "drawn per item after the candidate is built, recorded as judge_seed)"),
-    ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling"),
+    ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling, constructing ModelNew, "
+                                        "and in its first (warm-up) call"),
     ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),
     ("time-budget", "float", 10.0, "seconds of paired timing per candidate, at most"),
     ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),
@@ -45,6 +46,9 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if they differ by over 1.5x; the lower counts"),
     ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
     ("benchmark-tables", "bool", False, "also print pytest-benchmark's timing tables (before the verdicts)"),
+    ("allow-global", "string", None, "comma-separated algorithm-selection flags a candidate may set process-wide "
+                                     "(cudnn.benchmark, cudnn.deterministic, cudnn.enabled, deterministic_algorithms); "
+                                     "the record names those it set"),
 ]
 
 
@@ -79,6 +83,16 @@ def setting(config: pytest.Config, name: str) -> Any:
         return {"int": int, "float": float}.get(kind, str)(raw)
     except ValueError:
         raise pytest.UsageError(f"--cudal1-{name}: expected {kind}, got {raw!r}") from None
+
+
+def allowed_globals(config: pytest.Config) -> frozenset[str]:
+    """``--cudal1-allow-global`` as the settings' keys; a name that is not an algorithm-selection flag is refused."""
+    from pytest_cudal1.allowances import parse_allowed
+
+    try:
+        return parse_allowed(setting(config, "allow-global"))
+    except ValueError as exc:
+        raise pytest.UsageError(f"--cudal1-allow-global: {exc}") from None
 
 
 def enabled(config: pytest.Config) -> bool:
@@ -162,6 +176,7 @@ class CudaL1Session:
         self.ledger_path = Path(setting(config, "ledger"))
         if not self.ledger_path.is_absolute():
             self.ledger_path = Path(config.invocation_params.dir) / self.ledger_path
+        self.allow_global = allowed_globals(config)  # refused at start-up, not after collection
         self.records: list[dict[str, Any]] = []
         self.unmatched: list[Any] = []
         self.searched = ""  # the task set(s) candidates were matched against, for the unmatched message
@@ -234,7 +249,7 @@ class CudaL1Session:
             judge = self.judge()
             for item in items:
                 if judge.unavailable(item.candidate) is None:
-                    judge.builds.submit(item.candidate, judge.gpu)
+                    judge.builds.submit(item.candidate, judge.gpu, item.task)
             self.progress.started(len(items))
 
     def judge(self) -> Any:
@@ -260,6 +275,7 @@ class CudaL1Session:
                 peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
                 remeasure_above=setting(self.config, "remeasure-above"),
                 timing_processes=max(1, setting(self.config, "timing-processes")),
+                allow_global=self.allow_global,
             )
             arch = environment.gpu_facts().get("compute_capability")
             builds = BuildPool(self.cache_dir, cfg.compile_timeout, arch)

@@ -30,7 +30,7 @@ class Reason(str, enum.Enum):
     SYNTAX_ERROR = ("SYNTAX_ERROR", "the candidate module does not parse")
     IMPORT_ERROR = ("IMPORT_ERROR", "the candidate module raised while being imported")
     COMPILE_ERROR = ("COMPILE_ERROR", "an extension or kernel in the candidate failed to compile")
-    COMPILE_TIMEOUT = ("COMPILE_TIMEOUT", "importing/compiling the candidate ran past the compile timeout")
+    COMPILE_TIMEOUT = ("COMPILE_TIMEOUT", "importing, constructing or first calling (lazy compilation) the candidate ran past the compile timeout")
     NO_MODELNEW = ("NO_MODELNEW", "the candidate module defines no ModelNew class")
     INIT_ERROR = ("INIT_ERROR", "ModelNew(*get_init_inputs()) raised")
 
@@ -62,6 +62,7 @@ class Reason(str, enum.Enum):
     INPUT_MUTATED = ("INPUT_MUTATED", "forward changed its inputs")
     PRECISION_LOSS = ("PRECISION_LOSS", "errors at the level of bf16/fp16/TF32 arithmetic in a float32 task")
     GLOBAL_STATE_MODIFIED = ("GLOBAL_STATE_MODIFIED", "a process-wide setting (TF32, cudnn, threads, env, persisting L2) changed")
+    PRECISION_SETTING_MODIFIED = ("PRECISION_SETTING_MODIFIED", "a process-wide setting that changes numerics (TF32, reduced-precision reductions, float32 matmul precision, default dtype) changed")
     JUDGE_TAMPERING = ("JUDGE_TAMPERING", "harness, timer or torch functions were replaced (monkeypatching)")
     OUT_OF_BOUNDS_WRITE = ("OUT_OF_BOUNDS_WRITE", "guard bytes around a harness-owned buffer changed, or the sanitizer reported a bad access")
     LIBRARY_ONLY = ("LIBRARY_ONLY", "only library kernels ran (custom-kernel-only track)")

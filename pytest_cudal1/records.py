@@ -81,6 +81,7 @@ class JudgedRecord:
     judge_seed: int | None = None  # seed of recipes, timing inputs, order and audits (``seeds``)
     kernels: list[str] = dataclasses.field(default_factory=list)  # GPU kernels one call launched (profiler)
     static_findings: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # warnings, never verdicts
+    global_flags_set: list[str] = dataclasses.field(default_factory=list)  # allowed settings the candidate changed
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)  # wall clock per judging phase
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)  # gpu, driver, cuda, torch, host
     harness_version: str = __version__

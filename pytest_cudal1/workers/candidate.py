@@ -3,9 +3,10 @@
 Everything it reports is data the controller checks: outputs against the
 reference, times against the controller's own wall clock, and the flags of
 ``guards`` (raised by harness code bound before the candidate was imported).
-It never sees reference outputs. ``--compile-only PATH NAME`` imports the
-module and exits: that is how candidates are built ahead of judging
-(``load_inline`` compiles at import).
+It never sees reference outputs. ``--compile-only PATH NAME [TASK]`` imports the
+module, constructs ``ModelNew`` from the task's init inputs, and exits: that is
+how candidates are built ahead of judging (``load_inline`` compiles at import or
+in ``__init__``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,41 @@ def import_candidate(path: str, module_name: str) -> Any:
     return module
 
 
+# Correctness calls on CUDA: the caller's stream is held this long (~10 ms at 2 GHz) while the host writes the
+# inputs and queues the call, so no side stream finishes before the harness's copy of the outputs can see it.
+RACE_HOLD_CYCLES = 20_000_000
+# Work still running on other streams this long after the caller's stream finished is an escaped stream: a
+# single synchronize, not a run's median, so more than the timing's 0.05 ms allowance for an honest one.
+STREAM_PENDING_MS = 0.2
+BUILD_SEED = 0  # the build's model is thrown away; only what it compiled is kept
+
+
+def compile_only(path: str, module_name: str, task_path: str | None) -> None:
+    """A build: import the candidate and, given the task, construct its ModelNew as judging will.
+
+    The task (trusted) runs first, before any candidate code, only to produce its init inputs:
+    the data the candidate is constructed from when judged anyway.
+    """
+    init_inputs = None
+    if task_path is not None:
+        task: dict[str, Any] = {"__name__": "cudal1_build_task"}
+        with open(task_path, encoding="utf-8") as f:
+            exec(compile(f.read(), task_path, "exec"), task)  # noqa: S102 - trusted task source
+        torch.manual_seed(BUILD_SEED)
+        init_inputs = list(task["get_init_inputs"]())
+    model_new = getattr(import_candidate(path, module_name), "ModelNew", None)
+    if init_inputs is None or not isinstance(model_new, type):
+        return  # judging names a missing ModelNew
+    torch.manual_seed(BUILD_SEED)
+    try:
+        model_new(*init_inputs)
+    except BaseException:
+        from pytest_cudal1.builds import CONSTRUCTION_FAILED
+
+        print(CONSTRUCTION_FAILED, file=sys.stderr, flush=True)
+        raise
+
+
 def flag(code: str, detail: str) -> dict[str, str]:
     return {"code": code, "detail": detail}
 
@@ -50,18 +86,16 @@ class CandidateWorker:
         self.poison_sizes: list[int] = []  # the reference's output sizes, poisoned before each call
         self.allowed: set[str] = set()  # flags the reference earned too (it aliases or mutates its inputs)
         self.timed_outputs: list[Any] = []  # every call's outputs of the last timed sample
+        self.timed_graph = False
         self.resident = 0  # device bytes the model holds (allocated while it was built)
         self.peak: int | None = None
 
-    def state_flags(self) -> list[dict[str, str]]:
+    def state_flags(self) -> list[dict[str, Any]]:
         flags = []
         tampered = self.watch.tampered()
         if tampered:
             flags.append(flag("JUDGE_TAMPERING", tampered))
-        changes = guards.changed(self.baseline, guards.settings())
-        if changes:
-            flags.append(flag("GLOBAL_STATE_MODIFIED", "; ".join(changes[:6])))
-        return flags
+        return flags + guards.state_changes(self.baseline, guards.settings())
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         # Calibrated here, not at start-up: the worker may start while the previous item still runs on the
@@ -81,14 +115,37 @@ class CandidateWorker:
         self.resident = self._allocated() - before
         return {"device": self.device, "flags": self.state_flags()}
 
+    def warm_up(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The first call, its values unchecked (``judge._warm_up``): lazy compilation happens here, under the
+        compile timeout. Its output is an earlier call's for the replay checks (buffer and digest)."""
+        inputs = runtime.to_device(list(body["inputs"]), self.device)
+        t0 = time.perf_counter()
+        out = self._call(inputs)
+        runtime.sync(self.device)
+        call_ms = (time.perf_counter() - t0) * 1e3
+        lazy = guards.lazy_outputs(out)
+        if not lazy:
+            self.last_output = out
+            self.held.append(out)
+        return {"call_ms": call_ms, "flags": self.state_flags(), "fingerprint": None if lazy else guards.fingerprint(out)}
+
     def _call(self, inputs: list[Any]) -> Any:
         assert self.model is not None
         with torch.no_grad():
             return self.model(*inputs)
 
     def run(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One correctness call under every guard; its outputs are kept for ``output``."""
-        g = guards.Guarded(runtime.to_device(list(body["inputs"]), self.device))
+        """One correctness call under every guard; its outputs are kept for ``output``.
+
+        On CUDA the caller's stream is held (``RACE_HOLD_CYCLES``) before the inputs are written and
+        the call is queued: a side stream that does not wait for the caller's stream reads inputs not
+        yet written (and fails the value check); one that waits starts together with the harness's
+        after-return copy of the outputs; and work still running elsewhere once the caller's stream
+        has finished is named by the device-wide synchronize that follows (``STREAM_PENDING_MS``).
+        """
+        inputs = runtime.to_device(list(body["inputs"]), self.device)  # a host copy waits for its stream: before
+        runtime.hold(self.device, RACE_HOLD_CYCLES)
+        g = guards.Guarded(inputs)
         self.poison_sizes = list(body.get("poison", []))
         guards.poison(self.poison_sizes, self.device)
         threads, children = guards.python_threads(), guards.child_pids()
@@ -102,6 +159,7 @@ class CandidateWorker:
         flags = []
         lazy = guards.lazy_outputs(out)
         snap = None if lazy else guards.snapshot(out)
+        pending = runtime.stream_tail_ms(self.device) - self.idle_sync if not cpu else 0.0
         runtime.sync(self.device)
         call_ms = (time.perf_counter() - t0) * 1e3
         if not cpu:
@@ -116,6 +174,9 @@ class CandidateWorker:
         elif not guards.settled(snap, out, threads):
             code = "STREAM_ESCAPE" if self.device.startswith("cuda") else "DEFERRED_WORK"
             flags.append(flag(code, "the output read right after return differs from the output after a device-wide sync"))
+        elif pending > STREAM_PENDING_MS:
+            flags.append(flag("STREAM_ESCAPE", f"work on another stream ran {pending:.3g} ms past the end of everything "
+                              "queued on the caller's stream (the call and the copy of its outputs)"))
         if not lazy:
             if guards.reused([out], self.held):
                 flags.append(flag("OUTPUT_REPLAY", "the output buffer of an earlier call was returned again"))
@@ -150,21 +211,31 @@ class CandidateWorker:
         return {"flags": self.state_flags(), "placements": placements}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One timed sample; its outputs are checked by ``digests``, a request of its own, so the harness's
+        checks stay out of the controller's wall clock around this one (``timing`` compares the two)."""
         assert self.loop is not None
-        sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device,
-                                            self.flush, self.idle_sync, before=guards.reset_persisting_l2,
-                                            graph=bool(body.get("graph")))
+        sample, self.timed_outputs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
+                                                          self.device, self.flush, self.idle_sync,
+                                                          before=guards.reset_persisting_l2,
+                                                          graph=bool(body.get("graph")))
+        self.timed_graph = bool(sample["graph"])
+        return sample
+
+    def digests(self, _body: Any) -> dict[str, Any]:
+        """The last sample's checks: flags and every call's output digest."""
+        assert self.loop is not None
+        outs, reply = self.timed_outputs, {}
         flags = []
         lazy = next((why for why in map(guards.lazy_outputs, outs) if why), None)
         if lazy:
             flags.append(flag("LAZY_OUTPUT", lazy))
         else:
             aliasing_allowed = "OUTPUT_ALIASES_INPUT" in self.allowed
-            flags += [flag(code, detail) for code, detail in self.loop.inspect(outs, sample["graph"], aliasing_allowed)]
-            sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
-        self.last_output, self.timed_outputs = outs[-1], outs
-        sample["flags"] = flags + self.state_flags()
-        return sample
+            flags += [flag(code, detail) for code, detail in self.loop.inspect(outs, self.timed_graph, aliasing_allowed)]
+            reply["fingerprints"] = [guards.fingerprint(o) for o in outs]
+        self.last_output = outs[-1]
+        reply["flags"] = flags + self.state_flags()
+        return reply
 
     def elements(self, body: dict[str, Any]) -> list[torch.Tensor]:
         """Elements of every call of the last sample, at positions the controller drew after it ran."""
@@ -202,17 +273,19 @@ class CandidateWorker:
 
 def main() -> None:
     if sys.argv[1] == "--compile-only":
-        import_candidate(sys.argv[2], sys.argv[3])
+        compile_only(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
         return
     worker = CandidateWorker()
     runtime.serve({
         "load": worker.load,
         "build": worker.build,
+        "warm_up": worker.warm_up,
         "run": worker.run,
         "prepare_timing": worker.prepare_timing,
         "capture": worker.capture,
         "place": worker.place,
         "time": worker.time,
+        "digests": worker.digests,
         "output": worker.output,
         "elements": worker.elements,
         "peak_memory": worker.peak_memory,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import sysconfig
 import threading
 import time
 from typing import Any, Iterable, Iterator
@@ -319,14 +320,45 @@ def child_pids() -> set[int]:
     return pids
 
 
-IDLE_WAIT_FILES = ("threading.py", "queue.py", os.path.join("concurrent", "futures", "thread.py"))
+STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
+PACKAGES = tuple({sysconfig.get_paths()[k] + os.sep for k in ("purelib", "platlib")})  # inside STDLIB, often
 GRACE_S = 0.1
+IDLE_WINDOW_S = 0.01  # how long a thread that waits in the standard library is watched for CPU use
+IDLE_CPU_NS = 1_000_000  # more CPU than this in the window is work, wherever its Python frame is
 
 
-def _busy(ident: int) -> bool:
-    """Is a thread doing something other than waiting in the standard library (an idle pool worker)?"""
+def _in_stdlib(ident: int) -> bool:
+    """Is the thread's innermost Python frame in the standard library (a pool's or queue's wait, or a
+    C call made from there)?"""
     frame = sys._current_frames().get(ident)
-    return frame is not None and not frame.f_code.co_filename.endswith(IDLE_WAIT_FILES)
+    path = frame.f_code.co_filename if frame is not None else STDLIB
+    return path.startswith(STDLIB) and not path.startswith(PACKAGES)
+
+
+def _cpu_ns(native_id: int | None) -> int | None:
+    """CPU time the thread has run, in ns (Linux schedstat), or None."""
+    try:
+        with open(f"/proc/self/task/{native_id}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def busy_threads(threads_before: set[int]) -> int:
+    """Threads started during the call that are doing work: running Python code of their own, or using
+    the CPU while their frame sits in the standard library (``pool.submit(torch.mul, ...)`` runs C code
+    from ``concurrent.futures``). Threads of any pool (``concurrent.futures``, ``multiprocessing.pool``,
+    ``queue``) that wait for work use no CPU and are idle."""
+    new = [t for t in threading.enumerate() if t.ident is not None and t.ident not in threads_before]
+    waiting = [t for t in new if _in_stdlib(t.ident)]  # type: ignore[arg-type]
+    busy = len(new) - len(waiting)
+    if waiting:
+        before = [_cpu_ns(t.native_id) for t in waiting]
+        time.sleep(IDLE_WINDOW_S)  # lets them run: a waiting thread still waits, a working one works
+        after = [_cpu_ns(t.native_id) for t in waiting]
+        busy += sum(1 for t, a, b in zip(waiting, before, after)
+                    if t.is_alive() and a is not None and b is not None and b - a > IDLE_CPU_NS)
+    return busy
 
 
 def leftovers(threads_before: set[int], children_before: set[int]) -> str | None:
@@ -335,10 +367,10 @@ def leftovers(threads_before: set[int], children_before: set[int]) -> str | None
     Pool threads started by the call that sit waiting for work are idle, not deferred work.
     """
     time.sleep(0)  # let a thread that is about to finish do so
-    busy = [t for t in python_threads() - threads_before if _busy(t)]
+    busy = busy_threads(threads_before)
     children = child_pids() - children_before
     if busy:
-        return f"{len(busy)} thread(s) started by forward still running after it returned"
+        return f"{busy} thread(s) started by forward still running after it returned"
     if children:
         return f"{len(children)} child process(es) started by forward still running after it returned"
     return None
@@ -376,16 +408,59 @@ def settings() -> dict[str, Any]:
         "torch.is_grad_enabled()": torch.is_grad_enabled(),
     }
     for k, v in os.environ.items():
-        s[f"env:{k}"] = v
+        if watched_env(k):
+            s[f"env:{k}"] = v
     limit = persisting_l2_limit()
     if limit is not None:
         s["cudaLimitPersistingL2CacheSize"] = limit
     return s
 
 
-def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+# Environment variables that configure numerics, threads, devices, allocators or kernel compilers of the
+# libraries a candidate runs on (read after start-up too). Names ending like a location (a cache folder, a
+# tool's path) are left out: libraries fill those in for themselves (inductor sets TORCHINDUCTOR_CACHE_DIR,
+# TRITON_PTXAS_PATH, CUDA_HOME), and a location changes no result. Other variables change no library's
+# behaviour (inductor's _TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR, a candidate's own names).
+WATCHED_ENV_PREFIXES = ("CUDA_", "CUBLAS", "CUDNN", "NVIDIA_", "PYTORCH_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_",
+                        "KMP_", "GOMP_", "MALLOC_", "TRITON_", "NUMBA_", "CUPY_", "NCCL_")
+LOCATION_SUFFIXES = ("_DIR", "_PATH", "_HOME")
+
+# Settings that change the numerics of later work: a candidate that sets them is judged on lower precision.
+NUMERIC_SETTINGS = frozenset({
+    "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    "torch.get_float32_matmul_precision()", "torch.get_default_dtype()",
+    "env:NVIDIA_TF32_OVERRIDE", "env:TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "env:TRITON_F32_DEFAULT",
+})
+
+
+def watched_env(name: str) -> bool:
+    return name.startswith(WATCHED_ENV_PREFIXES) and not name.endswith(LOCATION_SUFFIXES)
+
+
+def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
+    """Each setting that differs, by key, described as ``key: before -> after``."""
     keys = sorted(set(before) | set(after))
-    return [f"{k}: {before.get(k, '<unset>')!r} -> {after.get(k, '<unset>')!r}" for k in keys if before.get(k) != after.get(k)]
+    return {k: f"{k}: {before.get(k, '<unset>')!r} -> {after.get(k, '<unset>')!r}"
+            for k in keys if before.get(k) != after.get(k)}
+
+
+def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flags for changed settings: PRECISION_SETTING_MODIFIED for numeric ones, GLOBAL_STATE_MODIFIED for the rest.
+
+    Each flag carries its ``settings`` (key -> description), so the controller can accept the
+    algorithm-selection flags a user allowed (``pytest_cudal1.allowances``) without the worker
+    knowing which.
+    """
+    changes = changed(before, after)
+    flags = []
+    for code, keys in (("PRECISION_SETTING_MODIFIED", [k for k in changes if k in NUMERIC_SETTINGS]),
+                       ("GLOBAL_STATE_MODIFIED", [k for k in changes if k not in NUMERIC_SETTINGS])):
+        if keys:
+            flags.append({"code": code, "detail": "; ".join(changes[k] for k in keys[:6]),
+                          "settings": {k: changes[k] for k in keys}})
+    return flags
 
 
 _cudart: Any = None

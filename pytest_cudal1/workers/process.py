@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError, Raw, decode
@@ -45,6 +45,30 @@ def _widen(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
     except (ImportError, AttributeError, OSError):
         pass
+
+
+HARNESS_DIR = str(Path(__file__).resolve().parents[1])  # frames of the harness's own code
+
+# What the candidate's code was doing in the requests that run it, for a worker that died there.
+REQUEST_PHASES = {
+    "load": "importing the candidate", "build": "constructing ModelNew", "warm_up": "the warm-up call",
+    "run": "a correctness call", "place": "setting up the eager timing placements, one untimed pass each",
+    "capture": "capturing the calls as CUDA graphs", "time": "a timed sample", "profile": "the profiled call",
+}
+
+
+def crash_site(log_tail: str) -> str:
+    """``: <the error a library printed> at <innermost non-harness frame>`` from a dead worker's log, or ''.
+
+    The workers' fault handler writes the Python stack on a fatal signal (innermost call first);
+    C++ libraries print ``what(): ...`` before aborting.
+    """
+    what = next((ln.split("what():", 1)[1].strip() for ln in reversed(log_tail.splitlines()) if "what():" in ln), "")
+    fatal = log_tail.rfind("Fatal Python error")
+    frames = [] if fatal < 0 else [ln.strip() for ln in log_tail[fatal:].splitlines()
+                                   if ln.strip().startswith('File "') and HARNESS_DIR not in ln]
+    parts = [p for p in (what[:300], f"at {frames[0]}" if frames else "") if p]
+    return ": " + " ".join(parts) if parts else ""
 
 
 class WorkerFailure(Exception):
@@ -81,6 +105,7 @@ class WorkerProcess:
         os.close(to_worker_r)
         os.close(from_worker_w)
         self.channel = Channel(from_worker_r, to_worker_w)
+        self.screen: Callable[[Any], Any] = lambda reply: reply  # the controller's policy on a reply's flags
 
     def request(self, kind: str, body: Any = None, timeout: float | None = None, raw: bool = False) -> Any:
         """Send one request; return its body or raise ``WorkerFailure``.
@@ -102,7 +127,7 @@ class WorkerProcess:
             self.kill()
             raise WorkerFailure(Reason.PROTOCOL_VIOLATION, f"malformed reply to {kind!r}: {exc}") from None
         if reply == "ok":
-            return payload
+            return payload if raw else self.screen(payload)
         if reply == "error" and isinstance(payload, dict):
             kind_ = str(payload.get("kind", "python"))
             reason = ERROR_KIND_REASONS.get(kind_, Reason.RUNTIME_ERROR)
@@ -126,7 +151,9 @@ class WorkerProcess:
         else:
             how = f"exited with status {code}"
         reason = Reason.CUDA_ERROR if "CUDA error" in tail or "illegal memory access" in tail else Reason.CRASH
-        return WorkerFailure(reason, f"worker {how} during {kind!r}", {"exit_code": code, "log_tail": tail})
+        during = f"{kind!r} ({REQUEST_PHASES[kind]})" if kind in REQUEST_PHASES else repr(kind)
+        return WorkerFailure(reason, f"worker {how} during {during}{crash_site(tail)}",
+                             {"exit_code": code, "log_tail": tail})
 
     def log_tail(self, limit: int = 3000) -> str:
         try:

@@ -31,13 +31,14 @@ class ReferenceWorker:
         self.model64: torch.nn.Module | None = None
         self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
+        self.timed_outputs: list[Any] = []  # the last timed sample's outputs, for ``digests``
         self.flush = runtime.Flusher(self.device)
         self.idle_sync = 0.0
         self.trial_inputs: list[Any] = []
         self.expected: Any = None
         self.native: Any = None
         self.rounding = 0.0  # the reference's relative rounding, largest seen (``compare.relative_rounding``)
-        self.timed_outputs: list[Any] = []  # every call's outputs of the last timed sample
+        self.timed_graph = False
         self.poison_sizes: list[int] = []  # output sizes, poisoned before eager timed samples as in the candidate
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -176,11 +177,16 @@ class ReferenceWorker:
         sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
                                             self.idle_sync, before=guards.reset_persisting_l2,
                                             graph=bool(body.get("graph")))
-        self.loop.inspect(outs, sample["graph"], aliasing_allowed=True)  # the candidate's checks, for equal overhead
-        sample["fingerprints"] = [guards.fingerprint(o) for o in outs]
-        sample["rounding"] = self.rounding
-        self.last_output, self.timed_outputs = outs[-1], outs
+        self.timed_outputs, self.timed_graph = outs, bool(sample["graph"])
+        self.last_output = outs[-1]
         return sample
+
+    def digests(self, _body: Any) -> dict[str, Any]:
+        """The last sample's output digests, a request of its own as in the candidate worker; the
+        candidate's structural checks run here too, so both workers hold the same outputs alive."""
+        assert self.loop is not None
+        self.loop.inspect(self.timed_outputs, self.timed_graph, aliasing_allowed=True)
+        return {"fingerprints": [guards.fingerprint(o) for o in self.timed_outputs], "rounding": self.rounding}
 
     def bandwidth(self, _body: Any) -> float | None:
         """Measured device-to-device copy bandwidth in GB/s (bytes read + written), for the roofline floor."""
@@ -233,6 +239,7 @@ def main() -> None:
         "capture": worker.capture,
         "place": worker.place,
         "time": worker.time,
+        "digests": worker.digests,
         "release_timing": worker.release_timing,
         "bandwidth": worker.bandwidth,
     })

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import faulthandler
 import math
 import os
 import random
@@ -90,8 +91,37 @@ def describe(exc: BaseException) -> dict[str, str]:
     return {"kind": classify(exc), "type": type(exc).__name__, "message": str(exc)[:4000], "traceback": tb[-6000:]}
 
 
+# glibc's malloc raises its mmap threshold to the largest mmapped block freed so far (up to 32 MiB) and its
+# trim threshold to twice that, so a worker's allocator state depends on its history: the reference's
+# float64 trials raised both, the candidate's smaller trials did not, and a candidate whose temporaries
+# outgrew its trim threshold had them returned to the OS and page-faulted back on every call (the task's
+# own Model, judged against itself on the CPU, came out 0.47-0.77x). Both workers fix both thresholds at
+# the state a warmed-up glibc reaches, before any task or candidate code runs.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD_BYTES = 32 << 20
+TRIM_THRESHOLD_BYTES = 2 * MMAP_THRESHOLD_BYTES
+
+
+def steady_allocator() -> bool:
+    """Fix glibc's mmap and trim thresholds (no dynamic adjustment); False where malloc is not glibc's."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+
+
 def serve(handlers: dict[str, Handler]) -> None:
-    """Answer requests until the controller says ``exit`` or closes the pipe."""
+    """Answer requests until the controller says ``exit`` or closes the pipe.
+
+    A fatal signal (an abort in a C++ extension or in torch) dumps the Python stack into the
+    worker's log, so the controller can say where the worker died (``process.crash_site``).
+    """
+    faulthandler.enable(all_threads=False)
+    steady_allocator()
     channel = Channel(int(sys.argv[1]), int(sys.argv[2]))
     while True:
         try:
@@ -411,8 +441,9 @@ def _spin_until(event: Any) -> None:
         pass
 
 
-def _idle_sync_ms(device: str) -> float:
-    """A device-wide synchronize with nothing left to wait for, on the host clock: the tail of an honest sample."""
+def stream_tail_ms(device: str) -> float:
+    """How long a device-wide synchronize takes once the current stream has passed all queued on it, on the
+    host clock: an idle one's cost (the tail of an honest sample), plus any work still running on other streams."""
     done = _Event()
     done.record()
     _spin_until(done)
@@ -421,15 +452,21 @@ def _idle_sync_ms(device: str) -> float:
     return (_perf_counter_ns() - t0) / 1e6
 
 
+def hold(device: str, cycles: int = HOLD_CYCLES) -> None:
+    """Queue a spin kernel on the current stream (CUDA only): what is queued behind it waits."""
+    if device.startswith("cuda"):
+        _gpu_sleep(cycles)
+
+
 def idle_sync_ms(device: str, n: int = 21) -> float:
-    """The upper quartile of this process's idle synchronize (``_idle_sync_ms``), 0 on the CPU.
+    """The upper quartile of this process's idle synchronize (``stream_tail_ms``), 0 on the CPU.
 
     Measured before any candidate code is imported, so a candidate cannot inflate the
     allowance that ``timed_sample`` grants a sample's tail.
     """
     if not device.startswith("cuda"):
         return 0.0
-    costs = sorted(_idle_sync_ms(device) for _ in range(n))
+    costs = sorted(stream_tail_ms(device) for _ in range(n))
     return costs[(3 * n) // 4]
 
 

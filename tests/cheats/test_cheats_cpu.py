@@ -56,11 +56,16 @@ CASES: list[Case] = [
     planted(RELU, "segfault", "CRASH", group="relu-outputs"),
     planted(RELU, "fake_messages_wrong", "WRONG_OUTPUT", group="relu-outputs"),
     # ---- process-wide state and monkeypatching (all compute correctly) ---------------------------
-    planted(RELU, "gs_tf32_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
-    planted(RELU, "gs_matmul_precision_forward", "GLOBAL_STATE_MODIFIED", group="relu-state"),
+    planted(RELU, "gs_tf32_import", "PRECISION_SETTING_MODIFIED", group="relu-state"),
+    planted(RELU, "gs_matmul_precision_forward", "PRECISION_SETTING_MODIFIED", group="relu-state"),
     planted(RELU, "gs_cudnn_benchmark_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
     planted(RELU, "gs_num_threads_forward", "GLOBAL_STATE_MODIFIED", group="relu-state"),
     planted(RELU, "gs_environ_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
+    # ---- the same with the algorithm-selection flag cudnn.benchmark accepted (--cudal1-allow-global) -----
+    planted(RELU, "gs_cudnn_benchmark_import", OK, group="relu-allow-global"),
+    planted(RELU, "gs_tf32_import", "PRECISION_SETTING_MODIFIED", group="relu-allow-global",
+            why="a numeric flag is never accepted"),
+    planted(RELU, "gs_num_threads_forward", "GLOBAL_STATE_MODIFIED", group="relu-allow-global"),
     planted(RELU, "tamper_allclose", "JUDGE_TAMPERING", group="relu-state"),
     planted(RELU, "tamper_perf_counter", "JUDGE_TAMPERING", group="relu-state"),
     planted(RELU, "tamper_cuda_synchronize", "JUDGE_TAMPERING", group="relu-state"),
@@ -87,7 +92,8 @@ CASES: list[Case] = [
     planted(MMSUM, "matmulsum_shortcut", "BELOW_ROOFLINE", group="roofline"),
 ]
 
-GROUPS = groups_from(CASES, extra={"roofline": ("--cudal1-peak-bandwidth=0.001",)})
+GROUPS = groups_from(CASES, extra={"roofline": ("--cudal1-peak-bandwidth=0.001",),
+                                   "relu-allow-global": ("--cudal1-allow-global=cudnn.benchmark",)})
 
 
 def _params(cases: list[Case]) -> list[object]:
@@ -100,6 +106,15 @@ def test_verdict(case: Case, judged) -> None:
     rec = lookup(result, case.name, case.task)
     reason, _ = verdict_of(rec)
     assert reason in case.expect, explain(rec, case.expect)
+
+
+ALLOWED = next(c for c in CASES if c.group == "relu-allow-global" and c.name == "gs_cudnn_benchmark_import")
+
+
+@pytest.mark.parametrize("case", _params([ALLOWED]))
+def test_an_allowed_flag_is_named_in_the_record(case: Case, judged) -> None:
+    rec = lookup(judged.get(GROUPS[case.group]), case.name, case.task)
+    assert rec.get("global_flags_set") == ["torch.backends.cudnn.benchmark"], explain(rec, OK)
 
 
 SHORTCUT = next(c for c in CASES if c.name == "matmulsum_shortcut" and c.group == "matmulsum")

@@ -1,10 +1,12 @@
-"""Global state: set an environment variable at import. Expect GLOBAL_STATE_MODIFIED."""
+"""Global state: set an environment variable that CUDA reads (kernel launches become synchronous) at import.
+Expect GLOBAL_STATE_MODIFIED.
+"""
 import os
 
 import torch
 import torch.nn as nn
 
-os.environ["FOO"] = "1"
+os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
 
 
 class ModelNew(nn.Module):

@@ -1,7 +1,7 @@
 """A kernel that is right only some of the time (exploit #20, a stand-in for a race).
 
-Counts calls in a module global: odd calls are exact, even calls are 1% off.
-The harness runs the first trial's inputs twice. Expect NONDETERMINISTIC.
+Counts calls in a module global: even calls are exact, odd calls are 1% off. The harness makes one
+unchecked warm-up call, then runs the first trial's inputs twice (calls 2 and 3). Expect NONDETERMINISTIC.
 """
 import torch
 import torch.nn as nn
@@ -14,6 +14,6 @@ class ModelNew(nn.Module):
         global _calls
         _calls += 1
         out = torch.relu(x) * 2.0
-        if _calls % 2 == 0:
+        if _calls % 2 == 1:
             out = out * (1.0 + 1e-2)
         return out
