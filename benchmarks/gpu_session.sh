@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu_session.sh PHASE [PHASE ...]
 # PHASE: tests (GPU-marked tests), suite (the whole red-team suite, CPU cases on CUDA too), bundled (the
 # bundled set), kernelbench (level-1 candidates), kbrefs (the level-1 references judged as candidates),
-# cheats (the red-team release), timing (benchmarks/timing_quality.py), probe
+# cheats (the red-team release), rewrites (the built-in policy's torch.compile and CUDA-graph rewrites of the
+# tasks in .device/kb_rewrites.jsonl, judged with both speed measures), timing (benchmarks/timing_quality.py), probe
 # (benchmarks/precision_probe.py). Settings: KB_SELECT, a pytest -k expression, picks KernelBench items;
 # KB_BUDGET, the references' timing budget in seconds (1.5); KB_ARGS, more options for both (e.g.
 # --cudal1-timing-processes=3); SUITE_K the red-team tests; TQ_ONLY the
@@ -58,6 +59,12 @@ for phase in "$@"; do
             python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-L1}" \
                 --cudal1-trials=3 --cudal1-time-budget="${KB_BUDGET:-1.5}" ${KB_ARGS:-} \
                 --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >"$stage/kbrefs.log" 2>&1 ;;
+        rewrites)
+            python3 benchmarks/write_rewrites.py .device/kb_rewrites.jsonl "$stage/rewrites" >"$stage/rewrites.log" 2>&1
+            python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_rewrites.jsonl --cudal1-candidates="$stage/rewrites" \
+                --cudal1-trials=3 --cudal1-time-budget="${KB_BUDGET:-2}" ${KB_ARGS:-} -rA \
+                --cudal1-ledger="$stage/rewrites-ledger.jsonl" --cudal1-html="$stage/rewrites-report.html" \
+                >>"$stage/rewrites.log" 2>&1 ;;
         cheats)
             python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \
                 --cudal1-ledger="$stage/release-ledger.jsonl" >"$stage/release.log" 2>&1 ;;

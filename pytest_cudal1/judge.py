@@ -366,7 +366,8 @@ class Judge:
             return Verdict(_compile_reason(exc, exc.reason), f"in the warm-up call: {exc.message}", exc.evidence)
         if record.first_call_ms is None:  # replicas warm up too
             record.first_call_ms = warmed["call_ms"]
-        self._replayed(warmed["fingerprint"], ref["fingerprint"])  # a later call returning these values replays
+        # A later call returning these values replays them.
+        self._replayed(warmed["fingerprint"], ref["fingerprint"], ref["rounding"])
         return _flag_verdict(warmed["flags"], "in the warm-up call") if warmed["flags"] else None
 
     def _prepare_timing(self, reference: WorkerProcess, worker: WorkerProcess, seed: int) -> int:
