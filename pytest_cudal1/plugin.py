@@ -29,13 +29,16 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("seed", "int", None, "seed for models, recipes and timing (default: random, recorded in the ledger)"),
     ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling"),
     ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),
-    ("time-budget", "float", 10.0, "seconds of paired timing per candidate, at most"),
+    ("time-budget", "float", 10.0, "seconds of paired timing per candidate and measure (kernel, call), at most"),
     ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),
     ("max-pairs", "int", 200, "most timed pairs"),
     ("target-ci", "float", 0.02, "stop timing once the speedup's 95 percent interval is within this fraction"),
     ("timing-processes", "int", 1, "time each candidate in this many (reference, candidate) worker-process pairs, "
                                    "sharing the budget; the interval then covers the spread between processes"),
     ("eager-short", "bool", False, "time short kernels' batched calls eagerly, not as a replayed CUDA graph"),
+    ("speedup", "string", "kernel", "the measure the reward is taken from: kernel (short calls replayed as CUDA "
+                                    "graphs on both sides) or call (eager calls as a user makes them, launch "
+                                    "included); both are recorded"),
     ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
     ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
     ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
@@ -73,6 +76,16 @@ def setting(config: pytest.Config, name: str) -> Any:
         return {"int": int, "float": float}.get(kind, str)(raw)
     except ValueError:
         raise pytest.UsageError(f"--cudal1-{name}: expected {kind}, got {raw!r}") from None
+
+
+def speedup_measure(config: pytest.Config) -> str:
+    """``--cudal1-speedup``, checked against ``reward.MEASURES``."""
+    from pytest_cudal1.reward import MEASURES
+
+    measure = setting(config, "speedup")
+    if measure not in MEASURES:
+        raise pytest.UsageError(f"--cudal1-speedup: expected one of {', '.join(MEASURES)}, got {measure!r}")
+    return measure
 
 
 def enabled(config: pytest.Config) -> bool:
@@ -221,6 +234,7 @@ class CudaL1Session:
                 peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
                 remeasure_above=setting(self.config, "remeasure-above"),
                 timing_processes=max(1, setting(self.config, "timing-processes")),
+                speedup=speedup_measure(self.config),
             )
             arch = environment.gpu_facts().get("compute_capability")
             self._judge = Judge(cfg, BuildPool(self.cache_dir, cfg.compile_timeout, arch), gpu)
@@ -326,6 +340,8 @@ class JudgedItem(pytest.Item):
         record = state.judge().judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
         if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:
             pytest.skip(f"{self.nodeid}: {record.verdict.message}")
+        if not record.verdict.reason.judged:  # a harness error: no ledger line, so no reward
+            pytest.skip(f"{self.nodeid}: [{record.verdict.reason.value}] {record.verdict.message}")
         ledger.append(state.ledger_path, record)
         self.user_properties.append(("cudal1", record.to_json()))
         if not record.verdict.passed:

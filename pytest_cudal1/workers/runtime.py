@@ -201,13 +201,14 @@ class TimedLoop:
         self.pools: list[Any] = []  # eager placements' memory pools (None on the CPU)
         self.pool_calls = 0
         self.turn = 0
+        self.held_bytes = 0  # device memory the last ``place``/``capture`` took beyond the input sets
 
-    def capture(self, calls: int, most: int) -> int:
+    def capture(self, calls: int, most: int, reserve: int = 0, copies: int = 1) -> int:
         """Capture ``calls`` calls as graphs, after one eager pass on a side stream; returns how many.
 
         Captured on a stream of their own, with the stream restored even when a capture fails,
         so the worker can go on to time the calls eagerly. As many captures as ``most`` and the
-        device's free memory allow, each on input sets of its own.
+        device's free memory allow (``placements_fitting``), each on input sets of its own.
         """
         sets = self.inputs.fixed(0, calls)
         side = torch.cuda.Stream()
@@ -231,9 +232,10 @@ class TimedLoop:
             reserved = _memory_reserved()
             self.graphs.append(self._capture_one(sets, side))
             per_placement = _memory_reserved() - reserved + calls * self.inputs.set_bytes()
-            wanted = placements_fitting(per_placement, self.inputs.device, most)
+            wanted = placements_fitting(per_placement, self.inputs.device, most, reserve, copies)
             for k in range(1, wanted):
                 self.graphs.append(self._capture_one(self.inputs.fixed(0, calls, first=k * calls), side))
+            self.held_bytes = max(0, _memory_reserved() - reserved)
         except BaseException:
             self.graphs = []
             raise
@@ -280,25 +282,31 @@ class TimedLoop:
                 return [self.call(args) for args in batches]
         return run, False
 
-    def place(self, calls: int, most: int) -> int:
+    def place(self, calls: int, most: int, reserve: int = 0, copies: int = 1) -> int:
         """Set up eager samples of ``calls`` calls among placements; returns how many.
 
         Each placement has input sets and a memory pool of its own (outputs and temporaries).
 
         On CUDA one untimed pass in a first pool shows what a placement takes; as many more
-        as fit get a pass each, so no timed sample waits for ``cudaMalloc``. On the CPU only
-        the input sets rotate.
+        as fit (``placements_fitting``) get a pass each, so no timed sample waits for
+        ``cudaMalloc``. On the CPU only the input sets rotate.
         """
-        self.pools, self.pool_calls = [], calls
+        # Earlier captures go first: their buffers are not timed any more (the ``call`` measure places after them).
+        self.graphs, self.pools, self.pool_calls, self.held_bytes = [], [], calls, 0
         per_set = calls * self.inputs.set_bytes()
         if not self.inputs.device.startswith("cuda") or _MemPool is None or _use_mem_pool is None:
-            self.pools = [None] * placements_fitting(per_set, self.inputs.device, most)
+            self.pools = [None] * placements_fitting(per_set, self.inputs.device, most, reserve, copies)
             return len(self.pools)
         reserved = _memory_reserved()
         self.pools.append(self._warmed_pool(calls, 0))
-        wanted = placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most)
+        wanted = placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most, reserve, copies)
         self.pools += [self._warmed_pool(calls, k) for k in range(1, wanted)]
+        self.held_bytes = max(0, _memory_reserved() - reserved)
         return len(self.pools)
+
+    def harness_bytes(self) -> int:
+        """What the timing buffers hold: the input sets and the last placements' or captures' memory."""
+        return len(self.inputs.sets) * self.inputs.set_bytes() + self.held_bytes
 
     def _warmed_pool(self, calls: int, k: int) -> Any:
         pool = _MemPool()
@@ -309,16 +317,54 @@ class TimedLoop:
         return pool
 
 
-def placements_fitting(per_placement: int, device: str, most: int) -> int:
-    """How many buffer placements of ``per_placement`` bytes (up to ``most``) the free memory allows."""
+def free_bytes(device: str) -> int:
+    """Free device memory (CUDA) or available host memory (CPU), in bytes; 0 when unknown."""
     if device.startswith("cuda"):
-        free = _mem_get_info()[0]
+        return int(_mem_get_info()[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:  # MemAvailable counts reclaimable page cache
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def placements_fitting(per_placement: int, device: str, most: int, reserve: int = 0, copies: int = 1) -> int:
+    """How many buffer placements of ``per_placement`` bytes (up to ``most``) the free memory allows.
+
+    At most ``PLACEMENT_MEMORY_SHARE`` of the free memory, and never so many that less than ``reserve``
+    bytes stay free once ``copies`` workers have each placed as many (the reference places first, for
+    itself and the candidate after it). ``reserve`` is the candidate's headroom: the harness shrinks its
+    own buffers, down to one placement, before it squeezes the candidate (an honest CUDA-graph wrapper
+    keeps a static copy of its inputs, and got OUT_OF_MEMORY beside eight placements on each side).
+    """
+    free = free_bytes(device)
+    room = min(PLACEMENT_MEMORY_SHARE * free, (free - reserve) / max(copies, 1))
+    return max(1, min(most, int(room / max(per_placement, 1))))
+
+
+def sizing(body: dict[str, Any]) -> tuple[int, int, int, int]:
+    """A ``place``/``capture`` request's (calls, most, reserve, copies), for ``TimedLoop``."""
+    return int(body["calls"]), int(body["most"]), int(body.get("reserve", 0)), int(body.get("copies", 1))
+
+
+def memory_held(loop: TimedLoop | None, device: str) -> dict[str, int]:
+    """What this worker holds: its device memory (CUDA: reserved by torch's allocator; CPU: resident
+    set) and, of that, the timing buffers. For an OUT_OF_MEMORY verdict's message."""
+    if device.startswith("cuda"):
+        held = int(_memory_reserved())
     else:
         try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            free = 0
-    return max(1, min(most, int(PLACEMENT_MEMORY_SHARE * free / max(per_placement, 1))))
+            with open("/proc/self/statm", encoding="ascii") as f:
+                held = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            held = 0
+    return {"held_bytes": held, "timing_bytes": loop.harness_bytes() if loop is not None else 0}
 
 
 def _spin_until(event: Any) -> None:
@@ -357,7 +403,8 @@ HONEST_TAIL_MS = 0.05
 
 
 def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flusher, idle_sync: float = 0.0,
-                 before: Callable[[], None] = lambda: None, graph: bool = False) -> tuple[dict[str, Any], list[Any]]:
+                 before: Callable[[], None] = lambda: None, graph: bool = False,
+                 hold: bool = True) -> tuple[dict[str, Any], list[Any]]:
     """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``).
 
     On CUDA: a spin kernel (the hold), start event, the calls, end event on the current
@@ -375,6 +422,8 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
     (a capture must join every stream it forked, and work launched outside the capture
     is missing from the replay, whose outputs are checked), so its tail is not counted:
     after bandwidth-heavy replays honest tails reached 76 us on the H200 (session 6).
+    Without ``hold`` (the ``call`` measure) no spin kernel runs: the GPU is idle at the start
+    event, so the region spans the host's launch of the calls too, as a user's eager call does.
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
@@ -387,7 +436,8 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
         held, start, end = (_Event(enable_timing=True) for _ in range(3))
         t0 = _perf_counter_ns()
         held.record()
-        _gpu_sleep(HOLD_CYCLES)
+        if hold:
+            _gpu_sleep(HOLD_CYCLES)
         start.record()
         queued = _perf_counter_ns()
         outs = run()
