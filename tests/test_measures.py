@@ -200,4 +200,5 @@ def test_a_graph_wrapper_ties_under_kernel_and_wins_under_call(tmp_path: Path) -
     call = record["call_timing"]
     assert call["candidate"]["clock"] == "cuda_event" and "no hold" in call["method"]
     assert call["speedup"] > 2.0, call
-    assert record["call_speedup"] > 1.5 * record["speedup"], (record["speedup"], record["call_speedup"])
+    if "replayed as one CUDA graph" in record["timing"]["method"]:  # the harness could capture the wrapper
+        assert record["speedup"] < 1.3 < record["call_speedup"], (record["speedup"], record["call_speedup"])
