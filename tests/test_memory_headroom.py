@@ -33,7 +33,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, dic
     write_candidate(cands, 1, "2_huge_inputs", "fast")
     write_candidate(cands, 1, "3_huge_temporary", "fast")
     ledger = root / "ledger.jsonl"
-    result = run_pytest(root, *FAST, f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}", "-rs",
+    result = run_pytest(root, *FAST, f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}", "-rfEs",
                         f"--cudal1-cache-dir={root / 'cache'}", f"--cudal1-ledger={ledger}")
     return result, by_candidate(read_ledger(ledger))
 
