@@ -10,6 +10,7 @@
 # --cudal1-timing-processes=3); SUITE_K the red-team tests; TQ_ONLY the
 # timing sections; TQ_ARGS more timing_quality.py options (e.g. --graphs-only --kernels matmul_eager);
 # PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
+# REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them;
 # nvidia-smi-trace.csv beside them has the card's clocks, power and temperatures every 200 ms.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
@@ -60,7 +61,8 @@ for phase in "$@"; do
                 --cudal1-trials=3 --cudal1-time-budget="${KB_BUDGET:-1.5}" ${KB_ARGS:-} \
                 --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >"$stage/kbrefs.log" 2>&1 ;;
         rewrites)
-            python3 benchmarks/write_rewrites.py .device/kb_rewrites.jsonl "$stage/rewrites" >"$stage/rewrites.log" 2>&1
+            python3 benchmarks/write_rewrites.py .device/kb_rewrites.jsonl "$stage/rewrites" --steps "${REWRITE_STEPS:-}" \
+                >"$stage/rewrites.log" 2>&1
             python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_rewrites.jsonl --cudal1-candidates="$stage/rewrites" \
                 --cudal1-trials=3 --cudal1-time-budget="${KB_BUDGET:-2}" ${KB_ARGS:-} -rA \
                 --cudal1-ledger="$stage/rewrites-ledger.jsonl" --cudal1-html="$stage/rewrites-report.html" \

@@ -2,7 +2,8 @@
 
 Each judged item becomes one benchmark group with two benchmarks, reference
 and candidate, whose rounds are the paired samples already measured (seconds
-per call). Only the controlling process adds them (under xdist the workers'
+per call) under the ``kernel`` measure, and two more, ``reference:call`` and
+``candidate:call``, for the ``call`` measure. Only the controlling process adds them (under xdist the workers'
 records arrive with their reports), so one saved file holds every item. The
 storage folder is kept per GPU, and machine_info names GPU, driver and CUDA.
 Its tables print only when asked (``--cudal1-benchmark-tables``): the verdicts
@@ -44,15 +45,21 @@ def add_record(config: pytest.Config, nodeid: str, record: dict[str, Any]) -> No
         return
     from pytest_benchmark.stats import Metadata
 
+    call = record.get("call_timing")
     extra = {"speedup": timing["speedup"], "speedup_ci": timing["speedup_ci"], "verdict": record["verdict"]["reason"],
-             "method": timing["method"], "gpu_state": timing.get("gpu_state", {}), "backend": record["backend"]}
-    for side in ("reference", "candidate"):
-        summary = timing[side]
-        src = _Source(f"{nodeid}[{side}]", f"{nodeid}[{side}]", nodeid, extra)
-        meta = Metadata(src, iterations=summary["calls_per_sample"], options={"timer": summary["clock"]})
-        for ms in summary["samples_ms"]:
-            meta.stats.update(ms / 1e3)
-        bs.benchmarks.append(meta)
+             "method": timing["method"], "gpu_state": timing.get("gpu_state", {}), "backend": record["backend"],
+             "call_speedup": call["speedup"] if call else None, "call_speedup_ci": call["speedup_ci"] if call else None,
+             "call_method": call["method"] if call else None, "reward_measure": record.get("reward_measure", "kernel")}
+    for suffix, measured in (("", timing), (":call", call)):
+        for side in ("reference", "candidate"):
+            if measured is None:
+                continue
+            summary = measured[side]
+            src = _Source(f"{nodeid}[{side}{suffix}]", f"{nodeid}[{side}{suffix}]", nodeid, extra)
+            meta = Metadata(src, iterations=summary["calls_per_sample"], options={"timer": summary["clock"]})
+            for ms in summary["samples_ms"]:
+                meta.stats.update(ms / 1e3)
+            bs.benchmarks.append(meta)
 
 
 class MachineInfo:

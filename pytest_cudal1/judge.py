@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -25,9 +26,9 @@ from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe, recipe_strategy
 from pytest_cudal1.seeds import KeyedRandom, derived, draw_judge_seed
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
-from pytest_cudal1.reward import reward_for
+from pytest_cudal1.reward import measured, reward_for
 from pytest_cudal1.static_scan import scan
-from pytest_cudal1.timing import AuditFailure, TimingConfig, measure_pairs, pool_runs
+from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, measure_pairs, pool_runs
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 CPU_ONLY_BACKENDS = ("cpp",)
@@ -53,6 +54,7 @@ class JudgeConfig:
     # Seed of recipes, timing inputs, pair order and audits (``seeds``); None: drawn per item after the build.
     judge_seed: int | None = None
     allow_global: frozenset[str] = frozenset()  # algorithm-selection settings a candidate may change (``allowances``)
+    speedup: str = "kernel"  # the measure the reward is taken from (``reward.MEASURES``); both are recorded
 
 
 class ReferencePool:
@@ -65,6 +67,7 @@ class ReferencePool:
         self.init_inputs: list[Any] = []
         self.spare: tuple[str, WorkerProcess] | None = None  # (task sha, worker) started for the next task
         self.replicas: list[WorkerProcess] = []  # more reference workers of the task, for timing in several pairs
+        self.call_peak = 0  # the most one reference call needed beyond its inputs (``ReferenceWorker.probe``)
 
     def _start(self, task: Task) -> WorkerProcess:
         safe = task.id.replace("/", "_")
@@ -85,6 +88,12 @@ class ReferencePool:
         loaded = self.worker.request("load", {"source": task.source, "origin": task.origin, "seed": self.cfg.seed},
                                      self.cfg.compile_timeout)
         self.init_inputs = loaded["init_inputs"]
+        probe = self.worker.request("probe", {"recipe": dataclasses.asdict(Recipe(seed=self.cfg.seed, family="task",
+                                                                                  scale=1.0))},
+                                    self.cfg.call_timeout * 4)
+        if not probe["fits"]:
+            raise WorkerFailure(Reason.REFERENCE_TOO_LARGE, too_large_message(task, probe), probe)
+        self.call_peak = int(probe["call_peak_bytes"])
         return self.worker
 
     def replica(self, task: Task, i: int) -> WorkerProcess:
@@ -222,6 +231,9 @@ class Judge:
             phase("reference_start")
         except WorkerFailure as exc:
             self.references.close_current()
+            if exc.reason is Reason.REFERENCE_TOO_LARGE:  # a harness error: no reward, not the candidate's
+                record.verdict = Verdict(exc.reason, exc.message, exc.evidence)
+                return record
             reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR
             record.verdict = Verdict(reason, f"reference for {task.id}: {exc.message}", exc.evidence)
             return record
@@ -233,7 +245,8 @@ class Judge:
             worker.close()
             self._prefetch(upcoming)
         record.global_flags_set = sorted(screen.accepted)
-        record.reward = reward_for(record.verdict, record.timing)
+        record.reward_measure = self.cfg.speedup
+        record.reward = reward_for(record.verdict, measured(record, self.cfg.speedup))
         return record
 
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
@@ -242,13 +255,13 @@ class Judge:
         cfg = self.cfg
         bad = self._load(worker, candidate, record, screen, reference, phase)
         if bad is not None:
-            return bad
+            return self._with_memory(bad, reference, worker)
         # Drawn now, after ModelNew is built: nothing the candidate's process holds follows from it.
         record.judge_seed = secret = draw_judge_seed() if cfg.judge_seed is None else cfg.judge_seed
         bad = self._check_trials(task, reference, worker, record, secret)
         phase("trials")
         if bad is not None:
-            return bad
+            return self._with_memory(bad, reference, worker)
 
         if not self.gpu:
             phase.begin("build_wait")
@@ -267,7 +280,7 @@ class Judge:
                     return Verdict(bad.reason, f"in timing process pair {i + 1}: {bad.message}", bad.evidence)
                 self._prepare_timing(*pairs[-1], base_seed)
             rng = KeyedRandom(secret, "timing")
-            record.timing = self._measure(pairs, rng)
+            record.timing = self._measure(pairs, rng, "kernel")
             floor = None if self._output_bytes is None else self._floor_ms(input_nbytes + self._output_bytes)
             if floor is not None and record.timing.candidate.median_ms < floor:
                 return Verdict(Reason.BELOW_ROOFLINE,
@@ -275,15 +288,15 @@ class Judge:
                                f"outputs once at {self._bandwidth:.4g} GB/s takes {floor:.4g} ms",
                                {"floor_ms": floor, "candidate_ms": record.timing.candidate.median_ms,
                                 "bandwidth_gbs": self._bandwidth})
-            if record.timing.speedup > cfg.remeasure_above:
-                again = self._measure(pairs, rng)
-                if not reproduced(record.timing, again):
-                    return Verdict(Reason.SPEEDUP_NOT_REPRODUCED,
-                                   f"speedup {record.timing.speedup:.2f}x {_ci(record.timing)}, then "
-                                   f"{again.speedup:.2f}x {_ci(again)} when re-measured",
-                                   {"first": record.timing.speedup, "second": again.speedup,
-                                    "first_ci": record.timing.speedup_ci, "second_ci": again.speedup_ci})
-                record.timing = min(record.timing, again, key=lambda t: t.speedup)  # the lower one counts
+            record.timing, bad = self._remeasured(record.timing, pairs, rng, "kernel")
+            if bad is not None:
+                return bad
+            if self.gpu:
+                record.call_timing, bad = self._remeasured(self._measure(pairs, rng, "call"), pairs, rng, "call")
+                if bad is not None:
+                    return bad
+            else:
+                record.call_timing = call_measure_on_cpu(record.timing)
             phase("timing")
             after_timing()
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
@@ -293,7 +306,7 @@ class Judge:
             v = exc.verdict
             return Verdict(v.reason, f"pair {exc.pair}: {v.message}", {**v.evidence, "pair": exc.pair})
         except WorkerFailure as exc:
-            return Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence)
+            return self._with_memory(Verdict(exc.reason, f"while timing: {exc.message}", exc.evidence), reference, worker)
         finally:
             self._release_timing([ref for ref, _ in pairs])
             for replica in replicas:
@@ -390,9 +403,29 @@ class Judge:
                 self.references.close_current()
                 return
 
-    def _measure(self, pairs: list[tuple[WorkerProcess, WorkerProcess]], rng: random.Random) -> PairedTiming:
-        """Paired timing in each pair of workers, the time budget shared; several runs are pooled."""
-        cfg = dataclasses.replace(self.cfg.timing, budget_s=self.cfg.timing.budget_s / len(pairs))
+    def _remeasured(self, first: PairedTiming, pairs: list[tuple[WorkerProcess, WorkerProcess]], rng: random.Random,
+                    measure: str) -> tuple[PairedTiming, Verdict | None]:
+        """One measure's timing, re-measured when its speedup is above ``remeasure_above``: the lower of the
+        two counts, and two that disagree (``reproduced``) are a SPEEDUP_NOT_REPRODUCED verdict."""
+        if first.speedup <= self.cfg.remeasure_above:
+            return first, None
+        again = self._measure(pairs, rng, measure)
+        if not reproduced(first, again):
+            return first, Verdict(Reason.SPEEDUP_NOT_REPRODUCED,
+                                  f"{measure} speedup {first.speedup:.2f}x {_ci(first)}, then {again.speedup:.2f}x "
+                                  f"{_ci(again)} when re-measured",
+                                  {"measure": measure, "first": first.speedup, "second": again.speedup,
+                                   "first_ci": first.speedup_ci, "second_ci": again.speedup_ci})
+        return min(first, again, key=lambda t: t.speedup), None  # the lower one counts
+
+    def _measure(self, pairs: list[tuple[WorkerProcess, WorkerProcess]], rng: random.Random,
+                 measure: str = "kernel") -> PairedTiming:
+        """Paired timing in each pair of workers, the time budget shared; several runs are pooled.
+
+        Each measure gets the whole budget. The placements leave twice the reference's own peak
+        (beyond its inputs) free for the candidate."""
+        cfg = dataclasses.replace(self.cfg.timing, budget_s=self.cfg.timing.budget_s / len(pairs), measure=measure,
+                                  reserve_bytes=HEADROOM_FACTOR * self.references.call_peak)
         runs = [measure_pairs(ref, cand, cfg, rng, functools.partial(self._check, ref, cand, "timed"),
                               dict(self._digests)) for ref, cand in pairs]
         return runs[0] if len(runs) == 1 else pool_runs(runs, random.Random(rng.getrandbits(64)))
@@ -428,6 +461,22 @@ class Judge:
             raise WorkerFailure(Reason.REFERENCE_ERROR, f"checking the candidate's output failed in the reference "
                                 f"worker: {exc.message}", exc.evidence) from None
         return None if bad is None else Verdict(Reason(bad["reason"]), bad["message"], bad["evidence"])
+
+    def _with_memory(self, verdict: Verdict, reference: WorkerProcess, worker: WorkerProcess) -> Verdict:
+        """An OUT_OF_MEMORY verdict, with what the harness held and what the candidate asked for."""
+        if verdict.reason is not Reason.OUT_OF_MEMORY:
+            return verdict
+        held = {}
+        for role, w in (("reference", reference), ("candidate", worker)):
+            try:
+                held[role] = w.request("memory", None, self.cfg.call_timeout) if w.proc.poll() is None else None
+            except WorkerFailure:
+                held[role] = None
+        asked = asked_bytes(verdict.message)
+        evidence = {**verdict.evidence, "harness_held": held, "candidate_asked_bytes": asked,
+                    "headroom_bytes": HEADROOM_FACTOR * self.references.call_peak}
+        return Verdict(verdict.reason, f"{verdict.message} | {memory_message(held, asked, evidence['headroom_bytes'])}",
+                       evidence)
 
     def _floor_ms(self, moved_bytes: int) -> float | None:
         """Bytes that must move (inputs read once, outputs written once) at peak bandwidth."""
@@ -570,6 +619,53 @@ def reproduced(first: PairedTiming, second: PairedTiming) -> bool:
     if high <= REPRODUCE_FACTOR * low:
         return True
     return first.speedup_ci[0] <= second.speedup_ci[1] and second.speedup_ci[0] <= first.speedup_ci[1]
+
+
+# While timing, the harness leaves this many times the reference's own peak memory (beyond its inputs)
+# free for the candidate (``runtime.placements_fitting``).
+HEADROOM_FACTOR = 2
+
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def too_large_message(task: Task, probe: dict[str, Any]) -> str:
+    """Why the reference cannot run here, with how much memory the task needs (``ReferenceWorker.probe``)."""
+    where = "device" if str(probe.get("device", "")).startswith("cuda") else "host"
+    text = (f"the reference of {task.id} cannot run on this machine: the task needs about {gb(probe['need_bytes'])} "
+            f"of {where} memory ({gb(probe['input_bytes'])} of inputs, {gb(probe['output_bytes'])} of outputs, held "
+            f"several times over by its first trial) and {gb(probe['available_bytes'])} is available")
+    if probe.get("oom"):
+        text += f"; its first trial, run alone before any candidate, ran out of memory ({probe['oom'][:200]})"
+    return text + "; a harness error, not the candidate's: skipped, no reward"
+
+
+_ASKED = (re.compile(r"[Tt]ried to allocate ([\d.]+) ?([KMGT]i?B)"), re.compile(r"tried to allocate (\d+) bytes"))
+_UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def asked_bytes(message: str) -> int | None:
+    """The allocation an out-of-memory message names (torch's CUDA and CPU allocators' wording), or None."""
+    m = _ASKED[0].search(message)
+    if m:
+        return int(float(m[1]) * _UNITS[m[2]])
+    m = _ASKED[1].search(message)
+    return int(m[1]) if m else None
+
+
+def memory_message(held: dict[str, dict[str, int] | None], asked: int | None, headroom: int) -> str:
+    """What the harness held when the candidate ran out of memory, and what the candidate asked for."""
+    ref, cand = held.get("reference"), held.get("candidate")
+    parts = [f"the candidate asked for {gb(asked)}" if asked is not None else "the candidate's request size is unknown"]
+    if ref is not None:
+        parts.append(f"the harness's reference worker held {gb(ref['held_bytes'])} "
+                     f"({gb(ref['timing_bytes'])} of it timing buffers)")
+    if cand is not None:
+        parts.append(f"the harness's timing buffers in the candidate's worker held {gb(cand['timing_bytes'])} "
+                     f"(that worker held {gb(cand['held_bytes'])} in all)")
+    parts.append(f"the headroom left for the candidate while timing: {gb(headroom)}")
+    return "; ".join(parts)
 
 
 def _ci(t: PairedTiming) -> str:

@@ -33,13 +33,16 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling, constructing ModelNew, "
                                         "and in its first (warm-up) call"),
     ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),
-    ("time-budget", "float", 10.0, "seconds of paired timing per candidate, at most"),
+    ("time-budget", "float", 10.0, "seconds of paired timing per candidate and measure (kernel, call), at most"),
     ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),
     ("max-pairs", "int", 200, "most timed pairs"),
     ("target-ci", "float", 0.02, "stop timing once the speedup's 95 percent interval is within this fraction"),
     ("timing-processes", "int", 1, "time each candidate in this many (reference, candidate) worker-process pairs, "
                                    "sharing the budget; the interval then covers the spread between processes"),
     ("eager-short", "bool", False, "time short kernels' batched calls eagerly, not as a replayed CUDA graph"),
+    ("speedup", "string", "kernel", "the measure the reward is taken from: kernel (short calls replayed as CUDA "
+                                    "graphs on both sides) or call (eager calls as a user makes them, launch "
+                                    "included); both are recorded"),
     ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
     ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
     ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
@@ -93,6 +96,16 @@ def allowed_globals(config: pytest.Config) -> frozenset[str]:
         return parse_allowed(setting(config, "allow-global"))
     except ValueError as exc:
         raise pytest.UsageError(f"--cudal1-allow-global: {exc}") from None
+
+
+def speedup_measure(config: pytest.Config) -> str:
+    """``--cudal1-speedup``, checked against ``reward.MEASURES``."""
+    from pytest_cudal1.reward import MEASURES
+
+    measure = setting(config, "speedup")
+    if measure not in MEASURES:
+        raise pytest.UsageError(f"--cudal1-speedup: expected one of {', '.join(MEASURES)}, got {measure!r}")
+    return measure
 
 
 def enabled(config: pytest.Config) -> bool:
@@ -276,6 +289,7 @@ class CudaL1Session:
                 remeasure_above=setting(self.config, "remeasure-above"),
                 timing_processes=max(1, setting(self.config, "timing-processes")),
                 allow_global=self.allow_global,
+                speedup=speedup_measure(self.config),
             )
             arch = environment.gpu_facts().get("compute_capability")
             builds = BuildPool(self.cache_dir, cfg.compile_timeout, arch)
@@ -394,6 +408,8 @@ class JudgedItem(pytest.Item):
         self.user_properties.append(("cudal1", record.to_json()))  # skipped ones too: the summary shows them
         if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:  # not judged: no reward, no ledger line
             pytest.skip(f"{self.nodeid}: {record.verdict.message}")
+        if not record.verdict.reason.judged:  # a harness error: no ledger line, so no reward
+            pytest.skip(f"{self.nodeid}: [{record.verdict.reason.value}] {record.verdict.message}")
         ledger.append(state.ledger_path, record)
         if not record.verdict.passed:
             raise CandidateRejected(f"{record.item_id} [{record.verdict.reason.value}] {record.verdict.message}")

@@ -72,10 +72,17 @@ class Reason(str, enum.Enum):
 
     # Not judged here.
     BACKEND_UNAVAILABLE = ("BACKEND_UNAVAILABLE", "the candidate's backend cannot run on this machine (skipped)")
+    REFERENCE_TOO_LARGE = ("REFERENCE_TOO_LARGE", "the task's reference needs more memory than this machine has: "
+                           "a harness error, not the candidate's (skipped, no reward)")
 
     @property
     def passed(self) -> bool:
         return self is Reason.OK
+
+    @property
+    def judged(self) -> bool:
+        """False for the codes of pairs this machine could not judge: skipped, no reward, never the candidate's."""
+        return self not in (Reason.BACKEND_UNAVAILABLE, Reason.REFERENCE_TOO_LARGE)
 
 
 def describe(code: str) -> str:

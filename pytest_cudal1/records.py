@@ -72,7 +72,7 @@ class JudgedRecord:
     backend: str
     device: str
     verdict: Verdict
-    timing: PairedTiming | None = None
+    timing: PairedTiming | None = None  # the ``kernel`` measure: short calls replayed as CUDA graphs
     reward: float = 0.0
     compile_s: float | None = None
     first_call_ms: float | None = None
@@ -84,6 +84,9 @@ class JudgedRecord:
     global_flags_set: list[str] = dataclasses.field(default_factory=list)  # allowed settings the candidate changed
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)  # wall clock per judging phase
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)  # gpu, driver, cuda, torch, host
+    # The ``call`` measure: one eager call per sample as a user makes it, launch included (``timing``'s docs).
+    call_timing: PairedTiming | None = None
+    reward_measure: str = "kernel"  # the measure the reward was taken from (``--cudal1-speedup``)
     harness_version: str = __version__
     judged_at: str = dataclasses.field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -97,12 +100,17 @@ class JudgedRecord:
     def speedup(self) -> float | None:
         return self.timing.speedup if self.timing else None
 
+    @property
+    def call_speedup(self) -> float | None:
+        return self.call_timing.speedup if self.call_timing else None
+
     def to_json(self) -> dict[str, Any]:
         """A plain-JSON dict; ``Reason`` values become their code strings."""
         data = dataclasses.asdict(self)
         data["verdict"]["reason"] = self.verdict.reason.value
         data["passed"] = self.verdict.passed
         data["speedup"] = self.speedup
+        data["call_speedup"] = self.call_speedup
         return data
 
     @classmethod
@@ -111,16 +119,19 @@ class JudgedRecord:
         data = dict(data)
         data.pop("passed", None)
         data.pop("speedup", None)
+        data.pop("call_speedup", None)
         verdict = dict(data.pop("verdict"))
         verdict["reason"] = Reason(verdict["reason"])
-        timing = data.pop("timing", None)
-        if timing is not None:
-            timing = dict(timing)
-            timing = PairedTiming(
-                reference=TimingSummary(**timing.pop("reference")),
-                candidate=TimingSummary(**timing.pop("candidate")),
-                speedup_ci=tuple(timing.pop("speedup_ci")),
-                **timing,
-            )
+        timing, call_timing = _timing_from(data.pop("timing", None)), _timing_from(data.pop("call_timing", None))
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(verdict=Verdict(**verdict), timing=timing, **{k: v for k, v in data.items() if k in known})
+        return cls(verdict=Verdict(**verdict), timing=timing, call_timing=call_timing,
+                   **{k: v for k, v in data.items() if k in known})
+
+
+def _timing_from(data: dict[str, Any] | None) -> PairedTiming | None:
+    """A ``PairedTiming`` from its JSON form (``None`` stays ``None``)."""
+    if data is None:
+        return None
+    data = dict(data)
+    return PairedTiming(reference=TimingSummary(**data.pop("reference")), candidate=TimingSummary(**data.pop("candidate")),
+                        speedup_ci=tuple(data.pop("speedup_ci")), **data)

@@ -70,14 +70,14 @@ def status(record: JudgedRecord) -> str:
     """``"correct"``, ``"rejected"`` or ``"skipped"`` (backend not available)."""
     if record.verdict.passed:
         return "correct"
-    if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:
+    if not record.verdict.reason.judged:
         return "skipped"
     return "rejected"
 
 
 def is_cheat(code: str) -> bool:
     """A rejection code that is not an honest failure (so an anti-cheat check fired)."""
-    return code not in HONEST_FAILURES and code not in ("OK", "BACKEND_UNAVAILABLE")
+    return code not in HONEST_FAILURES and code not in ("OK", "BACKEND_UNAVAILABLE", "REFERENCE_TOO_LARGE")
 
 
 def kernels_of(record: JudgedRecord) -> list[str]:
@@ -90,7 +90,7 @@ def record_from(obj: JudgedRecord | Mapping[str, Any]) -> JudgedRecord:
     return obj if isinstance(obj, JudgedRecord) else JudgedRecord.from_json(obj)
 
 
-_SIDE = re.compile(r"^(?P<item>.*)\[(?P<side>reference|candidate)\]$")
+_SIDE = re.compile(r"^(?P<item>.*)\[(?P<side>(?:reference|candidate)(?::call)?)\]$")
 _TASK = re.compile(r"^L(?P<level>\d+)/(?P<name>(?P<problem>\d+)?.*)$")
 
 
@@ -116,11 +116,22 @@ def _benchmark_summary(bench: Mapping[str, Any]) -> TimingSummary:
                          calls_per_sample=int(st.get("iterations", 1) or 1))
 
 
+def _benchmark_timing(sides: Mapping[str, Mapping[str, Any]], info: Mapping[str, Any], measure: str) -> PairedTiming:
+    """One measure's timing (``""``: kernel, ``"call"``) from its two saved benchmarks and the item's extra_info."""
+    suffix, prefix = (f":{measure}", f"{measure}_") if measure else ("", "")
+    ref, cand = _benchmark_summary(sides["reference" + suffix]), _benchmark_summary(sides["candidate" + suffix])
+    return PairedTiming(reference=ref, candidate=cand, speedup=float(info[prefix + "speedup"]),
+                        speedup_ci=tuple(info.get(prefix + "speedup_ci") or (math.nan, math.nan)),  # type: ignore[arg-type]
+                        pairs=cand.n, method=str(info.get(prefix + "method", "")),
+                        stopped_because="not saved (from a pytest-benchmark run)",
+                        gpu_state=dict(info.get("gpu_state") or {}))
+
+
 def records_from_benchmark_run(data: Mapping[str, Any]) -> list[JudgedRecord]:
     """Records rebuilt from a run saved by pytest-benchmark (``--benchmark-save``/``--benchmark-autosave``).
 
     ``benchmark_bridge`` saves each judged, timed item as two benchmarks, ``<item>[reference]`` and
-    ``<item>[candidate]``, whose ``extra_info`` holds speedup, interval, verdict, method, GPU state and
+    ``<item>[candidate]`` (and the ``call`` measure's ``<item>[reference:call]``, ``<item>[candidate:call]``), whose ``extra_info`` holds speedup, interval, verdict, method, GPU state and
     backend; the GPU, driver and CUDA come from ``machine_info``, the date from ``datetime``. Such a run
     holds no source hash, evidence or kernels, and no item that was rejected before timing.
     A benchmark whose ``extra_info`` is a whole record (or holds one under ``"cudal1"``) is taken as is.
@@ -145,19 +156,15 @@ def records_from_benchmark_run(data: Mapping[str, Any]) -> list[JudgedRecord]:
         if m and "speedup" in info and "verdict" in info:
             items.setdefault(str(bench.get("group") or m["item"]), {})[m["side"]] = bench
     for item, sides in items.items():
-        if set(sides) != {"reference", "candidate"} or "::" not in item:
+        if not {"reference", "candidate"} <= set(sides) or "::" not in item:
             continue
         info = sides["candidate"]["extra_info"]
         task_id, candidate = item.rsplit("::", 1)
         task = _TASK.match(task_id)
         try:
-            ref, cand = _benchmark_summary(sides["reference"]), _benchmark_summary(sides["candidate"])
             reason = Reason(info["verdict"])
-            timing = PairedTiming(reference=ref, candidate=cand, speedup=float(info["speedup"]),
-                                  speedup_ci=tuple(info.get("speedup_ci") or (math.nan, math.nan)),  # type: ignore[arg-type]
-                                  pairs=cand.n, method=str(info.get("method", "")),
-                                  stopped_because="not saved (from a pytest-benchmark run)",
-                                  gpu_state=dict(info.get("gpu_state") or {}))
+            timing = _benchmark_timing(sides, info, "")
+            call_timing = _benchmark_timing(sides, info, "call") if "candidate:call" in sides else None
         except (KeyError, TypeError, ValueError):
             continue
         out.append(JudgedRecord(
@@ -166,7 +173,8 @@ def records_from_benchmark_run(data: Mapping[str, Any]) -> list[JudgedRecord]:
             task_name=task["name"] if task else task_id, candidate_name=candidate, candidate_sha256="",
             candidate_origin=f"pytest-benchmark: {sides['candidate'].get('fullname', item)}",
             backend=str(info.get("backend", "")), device=env["device"],
-            verdict=Verdict(reason, "from a saved pytest-benchmark run"), timing=timing,
+            verdict=Verdict(reason, "from a saved pytest-benchmark run"), timing=timing, call_timing=call_timing,
+            reward_measure=str(info.get("reward_measure", "kernel")),
             environment=dict(env), judged_at=when or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
     return out
 

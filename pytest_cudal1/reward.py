@@ -2,7 +2,9 @@
 
 A correct candidate earns its paired speedup rounded toward 1.00 at two
 decimals (as CUDA-L1 does, so noise in the third decimal never pays); anything
-rejected earns 0.0, below every correct candidate. Smoothing and clipping
+rejected earns 0.0, below every correct candidate. Which speedup pays is the run's choice
+(``--cudal1-speedup``): ``kernel`` (short calls replayed as CUDA graphs on both sides) or ``call``
+(eager calls as a user makes them, launch included); both are recorded for every pair. Smoothing and clipping
 across a training run belong to the trainer, which reads raw rewards from the ledger.
 """
 
@@ -10,7 +12,14 @@ from __future__ import annotations
 
 import math
 
-from pytest_cudal1.records import PairedTiming, Verdict
+from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
+
+MEASURES = ("kernel", "call")
+
+
+def measured(record: JudgedRecord, measure: str) -> PairedTiming | None:
+    """The record's timing under ``measure`` (one of ``MEASURES``)."""
+    return record.call_timing if measure == "call" else record.timing
 
 
 def reward_for(verdict: Verdict, timing: PairedTiming | None) -> float:

@@ -12,10 +12,11 @@ import collections
 from typing import Any, Callable
 
 from pytest_cudal1.candidates import simulated
+from pytest_cudal1.reasons import Reason
 
 
-def _speedup(rec: dict[str, Any]) -> str:
-    t = rec.get("timing")
+def _speedup(rec: dict[str, Any], key: str = "timing") -> str:
+    t = rec.get(key)
     if not t:
         return "-"
     if simulated(rec["backend"], rec.get("device", "")):
@@ -34,7 +35,7 @@ def _detail(rec: dict[str, Any]) -> str:
 
 def _verdict(rec: dict[str, Any]) -> str:
     reason = rec["verdict"]["reason"]
-    return "SKIPPED" if reason == "BACKEND_UNAVAILABLE" else reason
+    return reason if Reason(reason).judged else "SKIPPED"
 
 
 COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
@@ -42,7 +43,8 @@ COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("candidate", lambda r: r["candidate_name"]),
     ("backend", lambda r: r["backend"]),
     ("verdict", _verdict),
-    ("speedup (95% CI)", _speedup),
+    ("kernel speedup (95% CI)", _speedup),
+    ("call speedup (95% CI)", lambda r: _speedup(r, "call_timing")),
 ]
 
 

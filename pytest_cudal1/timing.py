@@ -21,6 +21,12 @@ replays it (``runtime.TimedLoop``), so Python's launch rate does not set the
 time; when either side cannot be captured, both run the calls eagerly and the
 result says why.
 
+Two measures per pair (``TimingConfig.measure``): ``kernel``, the above, and ``call``: one eager call
+per sample with no hold before it, so the region spans the host's launch of the call as well as the
+device's work on it (what a user's eager call costs; KernelBench, CUDA-L1 and Triton's ``do_bench``
+time calls this way). On the CPU the two are one measurement (``call_measure_on_cpu``). A candidate that wins only by launching less (a CUDA-graph wrapper, fewer
+kernels) ties under ``kernel`` and wins under ``call``.
+
 Samples rotate among buffer placements (graph captures, or eager memory pools;
 ``TimingConfig.placements``). A run measures one pair of worker processes; the
 judge may time a candidate in several pairs and pool them (``pool_runs``), so the
@@ -79,6 +85,8 @@ class TimingConfig:
     # H200 a streaming kernel's median moved by up to 3% from one placement to the next, and stayed put
     # within one), so one placement would be a single draw.
     placements: int = 8
+    measure: str = "kernel"  # "kernel" (graph replays for short calls, a hold before the region) or "call"
+    reserve_bytes: int = 0  # device (or host) memory the placements must leave free for the candidate
 
 
 class AuditFailure(Exception):
@@ -144,6 +152,18 @@ def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
         warnings=list(dict.fromkeys(w for t in runs for w in t.warnings)),
         gpu_state=_pooled_state([t.gpu_state for t in runs if t.gpu_state]),
     )
+
+
+def call_measure_on_cpu(kernel: PairedTiming) -> PairedTiming:
+    """The ``call`` measure on the CPU: the ``kernel`` measure's own pairs, said so in the method.
+
+    On the CPU both measures are the host clock around eager calls, launch (Python's dispatch) included,
+    so they are one measurement. Timing one call per sample instead measured something else: the first
+    call after the worker woke from its pipe (``benchmarks/results/2026-12-01-cpu-call-overhead/``: a
+    3 us relu took 34 us so, 6.5 us batched).
+    """
+    return dataclasses.replace(kernel, method="call measure: the kernel measure's pairs (on the CPU both are the host "
+                                              "clock around eager calls, launch included); " + kernel.method)
 
 
 def _pooled_state(states: list[dict[str, Any]]) -> dict[str, Any]:
@@ -308,17 +328,21 @@ def measure_pairs(
     ``seen_digests`` (candidate digest -> reference digest from the correctness trials) lets a timed call
     that replays a trial's output be named OUTPUT_REPLAY.
     """
+    as_called = cfg.measure == "call"
+
     def timed(worker: WorkerProcess, seed: int, calls: int, graph: bool = False) -> tuple[dict[str, Any], float]:
         """One sample and the controller's wall clock around it; the outputs' checks come after, untimed
         (on a loaded CPU, digests of large outputs varied by tens of ms and swamped the yardstick)."""
         t0 = time.perf_counter()
-        sample = worker.request("time", {"seed": seed, "calls": calls, "graph": graph}, cfg.call_timeout * calls)
+        sample = worker.request("time", {"seed": seed, "calls": calls, "graph": graph, "hold": not as_called},
+                                cfg.call_timeout * calls)
         wall_ms = (time.perf_counter() - t0) * 1e3
         sample.update(worker.request("digests", None, cfg.call_timeout * calls))
         return sample, wall_ms
 
     def place(calls: int) -> int:  # one untimed pass per placement
-        return _place(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls * cfg.placements + 60)
+        return _place(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls * cfg.placements + 60,
+                      cfg.reserve_bytes)
 
     checks = _CallChecks(seen_digests if seen_digests is not None else {}, reference, candidate, rng,
                          cfg.call_timeout)
@@ -337,10 +361,12 @@ def measure_pairs(
         if bad is not None:
             raise AuditFailure(bad, -1)
     ref_warm = statistics.median(warm_ref)
-    calls = 1 if ref_warm >= cfg.short_ms else min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
+    calls = 1 if ref_warm >= cfg.short_ms or as_called else \
+        min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
     graph, eager_because = False, ""
     if calls > 1 and cfg.graphs and ref_sample.get("event_ms") is not None:
-        eager_because, captures = _capture(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls + 60)
+        eager_because, captures = _capture(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls + 60,
+                                           cfg.reserve_bytes)
         for _ in range(captures):  # an untimed replay of each capture, checked: one that lost work means eager calls
             seed = rng.getrandbits(31)
             ref_sample = timed(reference, seed, calls, True)[0]
@@ -426,6 +452,10 @@ def measure_pairs(
             warnings.append(f"the host took longer to queue the {role}'s calls than the GPU took to run them in "
                             f"{n} of {pairs} samples (host-bound); the queueing time was counted")
     method = ("cuda events, L2 flushed, other streams' tail counted" if clock == "cuda_event" else "host perf_counter")
+    if as_called:
+        method = ("call measure: one eager call per sample as a user makes it, launch included"
+                  + (" (no hold before the start event), " if clock == "cuda_event" else " (the host clock around it), ")
+                  + method)
     method += ", rotated input sets with fresh values per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
     if graph:
         method += f", replayed as one CUDA graph ({placements} captures with buffers of their own, rotated)"
@@ -464,11 +494,18 @@ def _check_clocks(gaps: dict[str, list[tuple[float, float]]]) -> None:
         raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, message, evidence), len(gaps["candidate"]) - 1)
 
 
-def _place(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int, timeout: float) -> int:
+def _sizing(worker: WorkerProcess, calls: int, most: int, reserve: int) -> dict[str, Any]:
+    """What a worker needs to size its placements (``runtime.placements_fitting``): the reference places
+    first and leaves room for the candidate's placements (as many again) and the candidate's ``reserve``."""
+    return {"calls": calls, "most": most, "reserve": reserve, "copies": 2 if worker.role == "reference" else 1}
+
+
+def _place(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int, timeout: float,
+           reserve: int = 0) -> int:
     """Have both workers set up their eager placements (``runtime.TimedLoop.place``); the reference's number."""
     placements = 0
     for worker in (reference, candidate):
-        reply = worker.request("place", {"calls": calls, "most": most}, timeout)
+        reply = worker.request("place", _sizing(worker, calls, most, reserve), timeout)
         for f in reply.get("flags", []):
             raise AuditFailure(Verdict(Reason(f["code"]), f"while setting up timing: {f['detail']}"), -1)
         if worker is reference:
@@ -477,7 +514,7 @@ def _place(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most:
 
 
 def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int,
-             timeout: float) -> tuple[str, int]:
+             timeout: float, reserve: int = 0) -> tuple[str, int]:
     """Have both workers capture their timed loop as CUDA graphs: ('', the reference's number of
     captures) if both did, else (why not, 0).
 
@@ -490,7 +527,7 @@ def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, mos
     placements = 0
     for worker in (reference, candidate):
         try:
-            reply = worker.request("capture", {"calls": calls, "most": most}, timeout)
+            reply = worker.request("capture", _sizing(worker, calls, most, reserve), timeout)
         except WorkerFailure as exc:
             if worker.proc.poll() is not None:
                 raise

@@ -32,7 +32,8 @@ def test_saved_runs_hold_both_sides_and_compare(judge_run, pytester: pytest.Pyte
     assert first.ret == 0 and len(records) == 1
     (run,) = saved_runs(storage)
     names = {b["fullname"]: b for b in run["benchmarks"]}
-    assert set(names) == {"L1/1_relu::fast[reference]", "L1/1_relu::fast[candidate]"}
+    assert set(names) == {f"L1/1_relu::fast[{side}]" for side in
+                          ("reference", "candidate", "reference:call", "candidate:call")}
     cand = names["L1/1_relu::fast[candidate]"]
     timing = records[0]["timing"]
     assert cand["stats"]["rounds"] == timing["candidate"]["n"]
@@ -74,7 +75,7 @@ def test_xdist_workers_save_every_item(judge_run, pytester: pytest.Pytester, lay
     assert result.ret == 0, "\n".join(result.outlines[-30:])
     assert sorted(r["candidate_name"] for r in records) == ["fast", "fast_b", "fast_c"]
     saved = json.loads(out.read_text())
-    assert len(saved["benchmarks"]) == 6
+    assert len(saved["benchmarks"]) == 12  # per item: both sides under the kernel and the call measure
     assert {b["fullname"].split("[")[0] for b in saved["benchmarks"]} == {
         "L1/1_relu::fast", "L1/1_relu::fast_b", "L1/1_relu::fast_c"}
     assert len(read_ledger(pytester.path / "cudal1-ledger.jsonl")) == 3

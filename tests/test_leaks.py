@@ -77,6 +77,25 @@ def test_integer_inputs_are_shuffled_per_call_within_what_the_task_drew(device: 
     assert all(not torch.equal(a, b) for i, a in enumerate(seen) for b in seen[i + 1:])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_float_inputs_keep_what_the_task_guaranteed_when_refilled(device: str) -> None:
+    """Symmetric positive definite, probability rows and triangular inputs stay so on every timed call,
+    while their values still change from call to call."""
+    a = torch.rand(16, 16, device=device, dtype=torch.float64)
+    spd = a @ a.T + 16 * torch.eye(16, device=device, dtype=torch.float64)
+    probs = torch.softmax(torch.randn(4, 10, device=device), dim=-1)
+    tril = torch.tril(torch.rand(12, 12, device=device))
+    timing = TimingInputs([spd, probs, tril], device)
+    earlier = None
+    for seed in range(3):
+        s, p, t = (x.clone() for x in timing.fixed(seed, 1)[0])
+        assert torch.equal(s, s.T) and bool(torch.linalg.eigvalsh(s).min() > 0)
+        assert bool((p >= 0).all()) and torch.allclose(p.sum(-1), torch.ones(4, device=device), atol=1e-5)
+        assert torch.equal(t, torch.tril(t))
+        assert earlier is None or not any(torch.equal(x, y) for x, y in zip((s, p, t), earlier))
+        earlier = (s, p, t)
+
+
 def test_keyed_draws_are_reproducible_from_the_key_and_unlike_a_twister_of_the_same_seed() -> None:
     a, b = KeyedRandom(7, "timing"), KeyedRandom(7, "timing")
     draws = [a.getrandbits(31) for _ in range(50)]

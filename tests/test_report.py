@@ -277,8 +277,10 @@ def test_gpu_key_status_and_cheat_classification() -> None:
     assert report.status(rec(H200, "L1/1_ReLU", "a", speedup=1.0)) == "correct"
     assert report.status(rec(H200, "L1/1_ReLU", "a", Reason.CRASH)) == "rejected"
     assert report.status(rec(H200, "L1/1_ReLU", "a", Reason.BACKEND_UNAVAILABLE)) == "skipped"
+    assert report.status(rec(H200, "L1/19_ReLU", "a", Reason.REFERENCE_TOO_LARGE)) == "skipped"  # a harness error
     for code in Reason:
-        assert report.is_cheat(code.value) == (code.value not in HONEST | {"OK", "BACKEND_UNAVAILABLE"})
+        assert report.is_cheat(code.value) == (code.value not in HONEST | {"OK", "BACKEND_UNAVAILABLE",
+                                                                           "REFERENCE_TOO_LARGE"})
 
 
 def test_fast_p_follows_kernelbench() -> None:

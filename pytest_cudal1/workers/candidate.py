@@ -201,13 +201,13 @@ class CandidateWorker:
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         """Capture the timed loop as CUDA graphs; their outputs are checked like any timed call's."""
         assert self.loop is not None
-        placements = self.loop.capture(int(body["calls"]), int(body["most"]))
+        placements = self.loop.capture(*runtime.sizing(body))
         return {"flags": self.state_flags(), "placements": placements}
 
     def place(self, body: dict[str, Any]) -> dict[str, Any]:
         """Set up the eager placements (untimed passes); flags raised meanwhile fail the candidate."""
         assert self.loop is not None
-        placements = self.loop.place(int(body["calls"]), int(body["most"]))
+        placements = self.loop.place(*runtime.sizing(body))
         return {"flags": self.state_flags(), "placements": placements}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +217,8 @@ class CandidateWorker:
         sample, self.timed_outputs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
                                                           self.device, self.flush, self.idle_sync,
                                                           before=guards.reset_persisting_l2,
-                                                          graph=bool(body.get("graph")))
+                                                          graph=bool(body.get("graph")),
+                                                          hold=bool(body.get("hold", True)))
         self.timed_graph = bool(sample["graph"])
         return sample
 
@@ -249,6 +250,11 @@ class CandidateWorker:
 
     def _allocated(self) -> int:
         return torch.cuda.memory_allocated() if self.device.startswith("cuda") else 0
+
+    def memory(self, _body: Any) -> dict[str, int]:
+        """What this worker holds and, of that, the harness's timing buffers (for an OUT_OF_MEMORY message;
+        reported by this untrusted process, so only shown, never decided on)."""
+        return runtime.memory_held(self.loop, self.device)
 
     def peak_memory(self, _body: Any) -> int | None:
         """The most device memory one correctness call needed: the model, its inputs and what the call
@@ -289,6 +295,7 @@ def main() -> None:
         "output": worker.output,
         "elements": worker.elements,
         "peak_memory": worker.peak_memory,
+        "memory": worker.memory,
         "profile": worker.profile,
     })
 

@@ -40,6 +40,11 @@ class ReferenceWorker:
         self.rounding = 0.0  # the reference's relative rounding, largest seen (``compare.relative_rounding``)
         self.timed_graph = False
         self.poison_sizes: list[int] = []  # output sizes, poisoned before eager timed samples as in the candidate
+        self.init_inputs: list[Any] = []
+        self.model_bytes = 0
+        # The most one native call needed beyond its inputs: the model and the call's own allocations
+        # (CUDA: torch's peak; CPU: its outputs). Twice this is left free for the candidate while timing.
+        self.call_peak = 0
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         self.idle_sync = runtime.idle_sync_ms(self.device)  # here: the worker may start while others use the GPU
@@ -53,6 +58,8 @@ class ReferenceWorker:
         init_inputs = list(module.get_init_inputs())
         torch.manual_seed(int(body["seed"]))
         self.model = module.Model(*init_inputs).to(self.device).eval()
+        self.init_inputs = init_inputs
+        self.model_bytes = sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
         try:
             self.model64 = copy.deepcopy(self.model).double()
         except Exception:  # noqa: BLE001 - some modules cannot be cast; fall back to native dtype
@@ -106,13 +113,75 @@ class ReferenceWorker:
     def _reference(self, inputs: list[Any], originals: list[Any] | None = None) -> tuple[Any, Any, bool]:
         """(native output, float64 output, whether float64 ran) on ``inputs`` (float64 from ``originals``)."""
         assert self.model is not None
+        if self.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        before = _allocated(self.device)
         native = self._forward(self.model, inputs)
+        call_bytes = (torch.cuda.max_memory_allocated() - before if self.device.startswith("cuda")
+                      else sum(t.numel() * t.element_size() for t in guards.tensors(native)))
+        self.call_peak = max(self.call_peak, self.model_bytes + call_bytes)
         if self.model64 is not None:
             try:
                 return native, self._forward(self.model64, [_to64(x) for x in originals or inputs]), True
             except Exception:  # noqa: BLE001 - ops without float64 support: compare in native dtype
                 pass
         return native, native, False
+
+    def probe(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Can the reference run here, and what does it need? Asked once per loaded task, before any
+        candidate of it runs, so nothing a candidate holds can make the reference look too large.
+
+        The need is estimated from the task's input and output sizes, drawn on the meta device (no
+        memory): the first trial holds the inputs ``NEED_PER_INPUT_BYTE`` times and the outputs
+        ``NEED_PER_OUTPUT_BYTE`` times. When that fits the free memory, the task's own first trial
+        runs here, alone; running out of memory in it also means the reference cannot run here.
+        The trial's tensors are freed afterwards.
+        """
+        input_bytes, output_bytes = self._meta_sizes()
+        need = NEED_PER_INPUT_BYTE * input_bytes + NEED_PER_OUTPUT_BYTE * output_bytes
+        available = runtime.free_bytes(self.device)
+        facts = {"need_bytes": need, "input_bytes": input_bytes, "output_bytes": output_bytes,
+                 "available_bytes": available, "device": self.device, "fits": True, "oom": ""}
+        if available and need > available:
+            return {**facts, "fits": False, "call_peak_bytes": 0}
+        try:
+            self.trial(body)
+        except BaseException as exc:  # noqa: BLE001 - only running out of memory is an answer here
+            if runtime.classify(exc) != "oom":
+                raise
+            facts.update(fits=False, oom=f"{type(exc).__name__}: {str(exc)[:600]}")
+        finally:
+            self._drop_trial()
+        return {**facts, "call_peak_bytes": self.call_peak}
+
+    def _meta_sizes(self) -> tuple[int, int]:
+        """Bytes of the task's inputs and of one call's outputs, on the meta device (nothing is allocated);
+        outputs as large as the inputs when the model cannot run there, (0, 0) when the inputs cannot."""
+        assert self.module is not None
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            try:
+                with torch.device("meta"):
+                    inputs = list(self.module.get_inputs())
+            except Exception:  # noqa: BLE001 - e.g. numpy inside get_inputs: no estimate
+                return 0, 0
+            input_bytes = sum(t.numel() * t.element_size() for t in guards.tensors(inputs))
+            try:
+                with torch.device("meta"):
+                    model = self.module.Model(*self.init_inputs).eval()
+                    outputs = model(*inputs)
+                return input_bytes, sum(t.numel() * t.element_size() for t in guards.tensors(outputs))
+            except Exception:  # noqa: BLE001 - an op without a meta kernel
+                return input_bytes, input_bytes
+
+    def _drop_trial(self) -> None:
+        """Free the last trial's tensors (its inputs and both reference outputs)."""
+        self.trial_inputs, self.expected, self.native = [], None, None
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+
+    def memory(self, _body: Any) -> dict[str, int]:
+        """What this worker holds now, and its timing buffers (for an OUT_OF_MEMORY message)."""
+        return runtime.memory_held(self.loop, self.device)
 
     def inputs(self, _body: Any) -> list[Any]:
         """The last trial's inputs, for the controller to relay to the candidate."""
@@ -140,8 +209,12 @@ class ReferenceWorker:
                                 rounding=self.rounding))
 
     def prepare_timing(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Keep the task's own inputs on the device as the base every timed call perturbs."""
+        """Keep the task's own inputs on the device as the base every timed call perturbs.
+
+        The last trial's tensors are freed first: the harness shrinks its own buffers before the
+        candidate's timing needs memory."""
         assert self.module is not None
+        self._drop_trial()
         torch.manual_seed(int(body["seed"]))
         base = draw_inputs(self.module.get_inputs, None, self.device)
         self.loop = runtime.TimedLoop(self._timed_call, runtime.TimingInputs(base, self.device), self.poison_sizes)
@@ -166,17 +239,17 @@ class ReferenceWorker:
 
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        return {"placements": self.loop.capture(int(body["calls"]), int(body["most"]))}
+        return {"placements": self.loop.capture(*runtime.sizing(body))}
 
     def place(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        return {"placements": self.loop.place(int(body["calls"]), int(body["most"]))}
+        return {"placements": self.loop.place(*runtime.sizing(body))}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
         sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
                                             self.idle_sync, before=guards.reset_persisting_l2,
-                                            graph=bool(body.get("graph")))
+                                            graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
         self.timed_outputs, self.timed_graph = outs, bool(sample["graph"])
         self.last_output = outs[-1]
         return sample
@@ -205,6 +278,16 @@ class ReferenceWorker:
         return 2 * src.numel() * 4 * 10 / (start.elapsed_time(end) / 1e3) / 1e9
 
 
+# The first trial holds the inputs five times (as drawn, inside guard buffers, their clone, and a float64
+# copy at twice the bytes) and the outputs three times (task dtype, float64): the reference's own need.
+NEED_PER_INPUT_BYTE = 5
+NEED_PER_OUTPUT_BYTE = 3
+
+
+def _allocated(device: str) -> int:
+    return torch.cuda.memory_allocated() if device.startswith("cuda") else 0
+
+
 def _on_device(value: Any, device: str) -> Any:
     """Decoded outputs moved to ``device`` for comparison, each keeping the device it was sent from."""
     if isinstance(value, torch.Tensor):
@@ -231,6 +314,8 @@ def main() -> None:
     runtime.serve({
         "load": worker.load,
         "trial": worker.trial,
+        "probe": worker.probe,
+        "memory": worker.memory,
         "inputs": worker.inputs,
         "check": worker.check,
         "check_elements": worker.check_elements,

@@ -163,8 +163,10 @@ class TimingInputs:
     memory and the caching allocator cannot flatter or penalize one run over another;
     every call still gets new values from a per-call seed, so a cache keyed on pointers,
     ids, versions, shapes or contents returns stale values and fails the digest check:
-    each float input is scaled by ``0.5 + U[0,1)``, and each integer or boolean input
-    gets the base's own elements at shuffled positions (``_shuffle_into``). Every input
+    each float input is scaled elementwise by ``0.5 + U[0,1)`` in a way that keeps what the
+    task's generator guaranteed of it (``_structure``: a symmetric matrix stays symmetric and
+    positive definite, rows that sum to one still do, zeros stay zeros), and each integer or
+    boolean input gets the base's own elements at shuffled positions (``_shuffle_into``). Every input
     lives in a ``guards.Slot``, as trial inputs do, so a timed call's inputs look like a
     checked call's and their guard bytes are checked after every sample. Both workers
     derive the same values from the same seed, so the reference's output for a call
@@ -178,6 +180,7 @@ class TimingInputs:
         self.in_use: list[guards.Slot] = []  # the slots the last refill handed out
         # A sorted integer input is structure (offsets, say): shuffling it would break the task's preconditions.
         self.sorted = [isinstance(x, torch.Tensor) and not x.is_floating_point() and _is_sorted(x) for x in base]
+        self.structure = [_structure(x) for x in base]
 
     def fixed(self, seed: int, calls: int, first: int = 0) -> list[list[Any]]:
         """Sets ``first`` to ``first + calls - 1``, refilled in place (a placement's sets; a graph reads them)."""
@@ -198,16 +201,45 @@ class TimingInputs:
         for i, inputs in enumerate(chosen):
             gen = torch.Generator(device=self.device)
             gen.manual_seed(seed * 1009 + i)
-            for x, slot, keep in zip(self.base, inputs, self.sorted):
+            for x, slot, keep, structure in zip(self.base, inputs, self.sorted, self.structure):
                 if not isinstance(slot, guards.Slot):
                     continue
                 if x.is_floating_point():
-                    u = torch.rand(x.shape, generator=gen, device=self.device, dtype=x.dtype)
-                    torch.mul(x, u + 0.5, out=slot.target)
+                    _rescale_into(x, slot.target, structure, gen)
                 elif keep:
                     slot.target.copy_(x)
                 else:
                     _shuffle_into(x, slot.target, random.Random(seed * 1009 + i))
+
+
+def _structure(x: Any) -> str:
+    """What a timed refill of the float input ``x`` must keep: ``symmetric`` (square matrices equal to their
+    transpose: symmetric and positive definite inputs), ``simplex`` (non-negative rows that sum to one:
+    probabilities) or ``free``. Zeros (a triangular input) survive every refill."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or not x.numel():
+        return "free"
+    if x.shape[-1] == x.shape[-2] and torch.equal(x, x.transpose(-1, -2)):
+        return "symmetric"
+    sums = x.sum(-1, dtype=torch.float64)
+    if bool((x >= 0).all()) and bool(torch.allclose(sums, torch.ones_like(sums), rtol=0, atol=1e-3)):
+        return "simplex"
+    return "free"
+
+
+def _rescale_into(x: torch.Tensor, target: torch.Tensor, structure: str, gen: torch.Generator) -> None:
+    """``target`` = ``x`` scaled by fresh factors in [0.5, 1.5) that keep ``structure``.
+
+    A symmetric matrix is scaled as ``D x D`` (``D`` diagonal and positive), a congruence: it stays
+    symmetric, and positive definite if it was. Simplex rows are renormalised after scaling.
+    """
+    if structure == "symmetric":
+        v = torch.rand(x.shape[:-1], generator=gen, device=x.device, dtype=x.dtype) + 0.5
+        torch.mul(x, v.unsqueeze(-1) * v.unsqueeze(-2), out=target)
+        return
+    u = torch.rand(x.shape, generator=gen, device=x.device, dtype=x.dtype)
+    torch.mul(x, u + 0.5, out=target)
+    if structure == "simplex":
+        target.div_(target.sum(-1, keepdim=True))
 
 
 # Positions shuffled per chunk of this many elements: the index tensor stays small for a 1e9-element mask.
@@ -284,13 +316,14 @@ class TimedLoop:
         self.pools: list[Any] = []  # eager placements' memory pools (None on the CPU)
         self.pool_calls = 0
         self.turn = 0
+        self.held_bytes = 0  # device memory the last ``place``/``capture`` took beyond the input sets
 
-    def capture(self, calls: int, most: int) -> int:
+    def capture(self, calls: int, most: int, reserve: int = 0, copies: int = 1) -> int:
         """Capture ``calls`` calls as graphs, after one eager pass on a side stream; returns how many.
 
         Captured on a stream of their own, with the stream restored even when a capture fails,
         so the worker can go on to time the calls eagerly. As many captures as ``most`` and the
-        device's free memory allow, each on input sets of its own.
+        device's free memory allow (``placements_fitting``), each on input sets of its own.
         """
         sets = self.inputs.fixed(0, calls)
         side = torch.cuda.Stream()
@@ -314,9 +347,10 @@ class TimedLoop:
             reserved = _memory_reserved()
             self.graphs.append(self._capture_one(sets, side))
             per_placement = _memory_reserved() - reserved + calls * self.inputs.set_bytes()
-            wanted = placements_fitting(per_placement, self.inputs.device, most)
+            wanted = placements_fitting(per_placement, self.inputs.device, most, reserve, copies)
             for k in range(1, wanted):
                 self.graphs.append(self._capture_one(self.inputs.fixed(0, calls, first=k * calls), side))
+            self.held_bytes = max(0, _memory_reserved() - reserved)
         except BaseException:
             self.graphs = []
             raise
@@ -393,25 +427,31 @@ class TimedLoop:
         """Allocations go to an eager placement's memory pool (None: the default allocator)."""
         return _use_mem_pool(pool) if pool is not None else contextlib.nullcontext()
 
-    def place(self, calls: int, most: int) -> int:
+    def place(self, calls: int, most: int, reserve: int = 0, copies: int = 1) -> int:
         """Set up eager samples of ``calls`` calls among placements; returns how many.
 
         Each placement has input sets and a memory pool of its own (outputs and temporaries).
 
         On CUDA one untimed pass in a first pool shows what a placement takes; as many more
-        as fit get a pass each, so no timed sample waits for ``cudaMalloc``. On the CPU only
-        the input sets rotate.
+        as fit (``placements_fitting``) get a pass each, so no timed sample waits for
+        ``cudaMalloc``. On the CPU only the input sets rotate.
         """
-        self.pools, self.pool_calls = [], calls
+        # Earlier captures go first: their buffers are not timed any more (the ``call`` measure places after them).
+        self.graphs, self.pools, self.pool_calls, self.held_bytes = [], [], calls, 0
         per_set = calls * self.inputs.set_bytes()
         if not self.inputs.device.startswith("cuda") or _MemPool is None or _use_mem_pool is None:
-            self.pools = [None] * placements_fitting(per_set, self.inputs.device, most)
+            self.pools = [None] * placements_fitting(per_set, self.inputs.device, most, reserve, copies)
             return len(self.pools)
         reserved = _memory_reserved()
         self.pools.append(self._warmed_pool(calls, 0))
-        wanted = placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most)
+        wanted = placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most, reserve, copies)
         self.pools += [self._warmed_pool(calls, k) for k in range(1, wanted)]
+        self.held_bytes = max(0, _memory_reserved() - reserved)
         return len(self.pools)
+
+    def harness_bytes(self) -> int:
+        """What the timing buffers hold: the input sets and the last placements' or captures' memory."""
+        return len(self.inputs.sets) * self.inputs.set_bytes() + self.held_bytes
 
     def _warmed_pool(self, calls: int, k: int) -> Any:
         pool = _MemPool()
@@ -423,16 +463,54 @@ class TimedLoop:
         return pool
 
 
-def placements_fitting(per_placement: int, device: str, most: int) -> int:
-    """How many buffer placements of ``per_placement`` bytes (up to ``most``) the free memory allows."""
+def free_bytes(device: str) -> int:
+    """Free device memory (CUDA) or available host memory (CPU), in bytes; 0 when unknown."""
     if device.startswith("cuda"):
-        free = _mem_get_info()[0]
+        return int(_mem_get_info()[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:  # MemAvailable counts reclaimable page cache
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def placements_fitting(per_placement: int, device: str, most: int, reserve: int = 0, copies: int = 1) -> int:
+    """How many buffer placements of ``per_placement`` bytes (up to ``most``) the free memory allows.
+
+    At most ``PLACEMENT_MEMORY_SHARE`` of the free memory, and never so many that less than ``reserve``
+    bytes stay free once ``copies`` workers have each placed as many (the reference places first, for
+    itself and the candidate after it). ``reserve`` is the candidate's headroom: the harness shrinks its
+    own buffers, down to one placement, before it squeezes the candidate (an honest CUDA-graph wrapper
+    keeps a static copy of its inputs, and got OUT_OF_MEMORY beside eight placements on each side).
+    """
+    free = free_bytes(device)
+    room = min(PLACEMENT_MEMORY_SHARE * free, (free - reserve) / max(copies, 1))
+    return max(1, min(most, int(room / max(per_placement, 1))))
+
+
+def sizing(body: dict[str, Any]) -> tuple[int, int, int, int]:
+    """A ``place``/``capture`` request's (calls, most, reserve, copies), for ``TimedLoop``."""
+    return int(body["calls"]), int(body["most"]), int(body.get("reserve", 0)), int(body.get("copies", 1))
+
+
+def memory_held(loop: TimedLoop | None, device: str) -> dict[str, int]:
+    """What this worker holds: its device memory (CUDA: reserved by torch's allocator; CPU: resident
+    set) and, of that, the timing buffers. For an OUT_OF_MEMORY verdict's message."""
+    if device.startswith("cuda"):
+        held = int(_memory_reserved())
     else:
         try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            free = 0
-    return max(1, min(most, int(PLACEMENT_MEMORY_SHARE * free / max(per_placement, 1))))
+            with open("/proc/self/statm", encoding="ascii") as f:
+                held = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            held = 0
+    return {"held_bytes": held, "timing_bytes": loop.harness_bytes() if loop is not None else 0}
 
 
 def _spin_until(event: Any) -> None:
@@ -478,7 +556,8 @@ HONEST_TAIL_MS = 0.05
 
 
 def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flusher, idle_sync: float = 0.0,
-                 before: Callable[[], None] = lambda: None, graph: bool = False) -> tuple[dict[str, Any], list[Any]]:
+                 before: Callable[[], None] = lambda: None, graph: bool = False,
+                 hold: bool = True) -> tuple[dict[str, Any], list[Any]]:
     """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``).
 
     On CUDA: a spin kernel (the hold), start event, the calls, end event on the current
@@ -496,6 +575,8 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
     (a capture must join every stream it forked, and work launched outside the capture
     is missing from the replay, whose outputs are checked), so its tail is not counted:
     after bandwidth-heavy replays honest tails reached 76 us on the H200 (session 6).
+    Without ``hold`` (the ``call`` measure) no spin kernel runs: the GPU is idle at the start
+    event, so the region spans the host's launch of the calls too, as a user's eager call does.
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
@@ -508,7 +589,8 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
         held, start, end = (_Event(enable_timing=True) for _ in range(3))
         t0 = _perf_counter_ns()
         held.record()
-        _gpu_sleep(HOLD_CYCLES)
+        if hold:
+            _gpu_sleep(HOLD_CYCLES)
         start.record()
         queued = _perf_counter_ns()
         outs = run()

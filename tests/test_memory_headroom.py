@@ -1,0 +1,131 @@
+"""Memory headroom (issue 14, item 11): the harness leaves the candidate room, says what it held when a
+candidate runs out of memory, and a reference that cannot run on this machine is a harness error.
+
+A task too large for the machine is found two ways, both real: its inputs' sizes drawn on the meta device
+(nothing allocated) against the available memory, and an out-of-memory error in its first trial, run alone
+before any candidate. Either way the item is skipped with REFERENCE_TOO_LARGE and gets no ledger line
+(no reward), since the candidate never ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cudal1_helpers import FAST, by_candidate, candidate_source, read_ledger, run_pytest, task_source, \
+    write_candidate, write_task
+
+from pytest_cudal1.judge import asked_bytes, memory_message
+from pytest_cudal1.workers.runtime import free_bytes, placements_fitting
+
+TOO_BIG = 1 << 42  # float32 elements: 17.6 TB, more than any machine here has
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, dict[str, dict]]:
+    root = tmp_path_factory.mktemp("headroom")
+    tasks, cands = root / "tasks", root / "cands"
+    write_task(tasks, 1, "1_relu")
+    write_task(tasks, 1, "2_huge_inputs", task_source(shape=str(1 << 40)))  # 4.4 TB of input
+    write_task(tasks, 1, "3_huge_temporary", task_source(forward=f"return x + torch.empty({TOO_BIG}).sum() * 0"))
+    write_candidate(cands, 1, "1_relu", "fast")
+    write_candidate(cands, 1, "1_relu", "greedy", candidate_source(forward=f"return x + torch.empty({TOO_BIG}).sum() * 0"))
+    write_candidate(cands, 1, "2_huge_inputs", "fast")
+    write_candidate(cands, 1, "3_huge_temporary", "fast")
+    ledger = root / "ledger.jsonl"
+    result = run_pytest(root, *FAST, f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}", "-rfEs",
+                        f"--cudal1-cache-dir={root / 'cache'}", f"--cudal1-ledger={ledger}")
+    return result, by_candidate(read_ledger(ledger))
+
+
+def test_a_task_whose_inputs_exceed_the_machine_is_skipped_with_its_need(run) -> None:
+    result, records = run
+    assert "L1/2_huge_inputs::fast" not in records  # no ledger line: no reward, nothing against the candidate
+    need_gb = (5 + 3) * (1 << 40) * 4 / 1e9  # inputs five times, outputs (as large) three times
+    line = next(x for x in result.stdout.lines if "L1/2_huge_inputs::fast" in x and "SKIPPED" in x)
+    assert "[REFERENCE_TOO_LARGE]" in line and f"needs about {need_gb:.2f} GB of host memory" in line
+    assert f"{(1 << 40) * 4 / 1e9:.2f} GB of inputs" in line and "not the candidate's" in line
+
+
+def test_a_reference_that_runs_out_of_memory_alone_is_skipped_too(run) -> None:
+    result, records = run
+    assert "L1/3_huge_temporary::fast" not in records
+    line = next(x for x in result.stdout.lines if "L1/3_huge_temporary::fast" in x and "SKIPPED" in x)
+    assert "[REFERENCE_TOO_LARGE]" in line and "run alone before any candidate, ran out of memory" in line
+
+
+def test_a_candidate_out_of_memory_says_what_the_harness_held_and_what_it_asked_for(run) -> None:
+    result, records = run
+    record = records["L1/1_relu::greedy"]
+    assert record["verdict"]["reason"] == "OUT_OF_MEMORY" and record["reward"] == 0.0
+    message = record["verdict"]["message"]
+    assert f"the candidate asked for {TOO_BIG * 4 / 1e9:.2f} GB" in message
+    assert "the harness's reference worker held" in message and "timing buffers" in message
+    held = record["verdict"]["evidence"]["harness_held"]
+    assert held["reference"]["held_bytes"] > 0  # the reference worker's resident memory, read from it
+    assert "L1/1_relu::fast" in records  # the same task's other candidate is judged as usual
+    failed = [x for x in result.stdout.lines if x.startswith("FAILED")]
+    assert any("L1/1_relu::greedy" in x for x in failed) and not any("huge" in x for x in failed)
+
+
+def test_torchs_out_of_memory_messages_name_the_request() -> None:
+    cuda = ("CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which "
+            "1.78 GiB is free. Process 4242 has 89.22 GiB memory in use.")
+    assert asked_bytes(cuda) == 12 * 2**30
+    assert asked_bytes("DefaultCPUAllocator: can't allocate memory: you tried to allocate 17592186044416 bytes.") \
+        == 17592186044416
+    assert asked_bytes("some other failure") is None
+    text = memory_message({"reference": {"held_bytes": 89_220_000_000, "timing_bytes": 51_200_000_000},
+                           "candidate": None}, 12 * 2**30, 25_600_000_000)
+    assert "asked for 12.88 GB" in text and "held 89.22 GB (51.20 GB of it timing buffers)" in text
+    assert "headroom left for the candidate while timing: 25.60 GB" in text
+
+
+def test_placements_leave_the_candidates_headroom_and_shrink_to_one() -> None:
+    free = free_bytes("cpu")
+    assert free > 0
+    per = max(1, free // 100)  # a quarter of the free memory holds 25 of these
+    assert placements_fitting(per, "cpu", 8) == 8
+    # Leaving the candidate all but 3 placements' worth: the harness shrinks its own buffers first ...
+    assert placements_fitting(per, "cpu", 8, reserve=free - 3 * per) <= 3
+    # ... placed for two workers (the reference places first, for the candidate too), half as many ...
+    assert placements_fitting(per, "cpu", 8, reserve=free - 4 * per, copies=2) <= 2
+    # ... and never fewer than one: timing needs a placement.
+    assert placements_fitting(per, "cpu", 8, reserve=2 * free) == 1
+
+
+HUGE_ELEMENTS = 1_600_000_000  # 6.4 GB of float32, L1/19's size
+
+
+@pytest.mark.gpu
+def test_a_cuda_graph_wrapper_of_a_6_gb_task_has_room(tmp_path: Path) -> None:
+    """L1/19's OUT_OF_MEMORY: an honest CUDA-graph wrapper keeps one static copy of its inputs. With twice
+    the reference's peak left free for it, it is judged OK."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    write_task(tmp_path / "tasks", 1, "19_relu_big", task_source(shape=f"4, {HUGE_ELEMENTS // 4}"))
+    wrapper = candidate_source(header="""
+class Graphed:
+    graph = None
+""", forward="""
+g = Graphed
+if g.graph is None:
+    g.x = x.clone()
+    g.graph = torch.cuda.CUDAGraph()
+    torch.relu(g.x)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g.graph):
+        g.y = torch.relu(g.x)
+g.x.copy_(x)
+g.graph.replay()
+return g.y.clone()
+""")
+    write_candidate(tmp_path / "cands", 1, "19_relu_big", "graph_wrapper", wrapper)
+    ledger = tmp_path / "ledger.jsonl"
+    result = run_pytest(tmp_path, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
+                        f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
+                        f"--cudal1-cache-dir={tmp_path / 'cache'}", "--cudal1-time-budget=3")
+    (record,) = read_ledger(ledger)
+    assert record["verdict"]["reason"] == "OK", (record["verdict"]["message"], result.stdout.str())
