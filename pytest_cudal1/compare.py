@@ -44,11 +44,35 @@ PRECISION_LOSS_BAND = 3e-2
 ROUNDING_FACTOR = 2.0  # a candidate may round twice as much as the reference does
 
 
-def rounding_slack(scale: float, rounding: float, against_native: bool = False) -> float:
+# Timed inputs are the task's scaled by up to 1.5 per element (``runtime.TimingInputs``): a bilinear op's
+# absolute rounding grows by up to this much over what the trials measured.
+REFILL_GAIN = 1.5 ** 2
+
+
+def rounding_slack(scale: float, rounding: float, against_native: bool = False, floor: float = 0.0) -> float:
     """The absolute slack a check grants: ``ROUNDING_FACTOR`` times the reference's relative rounding times
     the scale (rms) of the output at hand; once more against the reference in its own dtype (timed calls),
-    which carries that rounding itself. So a candidate that passes its trials passes its timed calls."""
-    return (ROUNDING_FACTOR + against_native) * rounding * scale
+    which carries that rounding itself. So a candidate that passes its trials passes its timed calls.
+
+    ``floor``: the reference's absolute rounding (``absolute_rounding``), for outputs whose error is set by
+    the inputs' magnitudes rather than the output's (a sum with cancellation: the rms of a near-zero sum
+    says nothing about its rounding)."""
+    return (ROUNDING_FACTOR + against_native) * max(rounding * scale, floor)
+
+
+def absolute_rounding(native: Any, expected: Any) -> float:
+    """The reference's own rounding on one draw, absolute: max|n - e| over finite elements (largest over tensors)."""
+    import torch
+
+    if isinstance(native, torch.Tensor) and isinstance(expected, torch.Tensor):
+        if not native.is_floating_point() or native.shape != expected.shape:
+            return 0.0
+        n64, e64 = native.to(torch.float64), expected.to(torch.float64)
+        finite = torch.isfinite(n64) & torch.isfinite(e64)
+        return float((n64[finite] - e64[finite]).abs().max()) if bool(finite.any()) else 0.0
+    if isinstance(native, (list, tuple)) and isinstance(expected, (list, tuple)):
+        return max((absolute_rounding(n, e) for n, e in zip(native, expected)), default=0.0)
+    return 0.0
 
 
 def relative_rounding(native: Any, expected: Any) -> float:
@@ -74,11 +98,12 @@ def _rms(x: Any) -> float:
 
 
 def compare(candidate: Any, expected: Any, native: Any = None, where: str = "output",
-            rounding: float = 0.0) -> Verdict | None:
+            rounding: float = 0.0, floor: float = 0.0) -> Verdict | None:
     """None when ``candidate`` matches; otherwise the failing Verdict with evidence.
 
-    ``rounding``: the reference's relative rounding (``relative_rounding``, the largest seen); timed-call
-    checks compare against the reference in its own dtype (``native`` None) and rely on it alone.
+    ``rounding``: the reference's relative rounding (``relative_rounding``, the largest seen), ``floor`` its
+    absolute rounding (``rounding_slack``); timed-call checks compare against the reference in its own
+    dtype (``native`` None) and rely on them alone.
     """
     import torch
 
@@ -89,13 +114,13 @@ def compare(candidate: Any, expected: Any, native: Any = None, where: str = "out
         if not isinstance(candidate, torch.Tensor):
             return _structure(where, expected, candidate)
         return _compare_tensor(candidate, expected, native if isinstance(native, torch.Tensor) else None, where,
-                               rounding=rounding)
+                               rounding=rounding, floor=floor)
     if isinstance(expected, (list, tuple)):
         if type(candidate) is not type(expected) or len(candidate) != len(expected):
             return _structure(where, expected, candidate)
         nat = native if isinstance(native, (list, tuple)) and len(native) == len(expected) else [None] * len(expected)
         for i, (c, e, n) in enumerate(zip(candidate, expected, nat)):
-            bad = compare(c, e, n, f"{where}[{i}]", rounding)
+            bad = compare(c, e, n, f"{where}[{i}]", rounding, floor)
             if bad:
                 return bad
         return None
@@ -104,7 +129,7 @@ def compare(candidate: Any, expected: Any, native: Any = None, where: str = "out
             return _structure(where, expected, candidate)
         for k in expected:
             bad = compare(candidate[k], expected[k], native.get(k) if isinstance(native, dict) else None,
-                          f"{where}[{k!r}]", rounding)
+                          f"{where}[{k!r}]", rounding, floor)
             if bad:
                 return bad
         return None
@@ -136,7 +161,7 @@ def _device_type(t: Any) -> str:
 
 
 def _compare_tensor(c: Any, e: Any, n: Any, where: str, check_meta: bool = True,
-                    rounding: float = 0.0) -> Verdict | None:
+                    rounding: float = 0.0, floor: float = 0.0) -> Verdict | None:
     import torch
 
     ev: dict[str, Any] = {"where": where}
@@ -174,7 +199,7 @@ def _compare_tensor(c: Any, e: Any, n: Any, where: str, check_meta: bool = True,
     cf, ef = c64[finite], e64[finite]
     rms = _rms(ef)
     rtol = RTOL.get(str(want_dtype).removeprefix("torch."), DEFAULT_RTOL)
-    slack = rounding_slack(rms, rounding, against_native=n is None)
+    slack = rounding_slack(rms, rounding, against_native=n is None, floor=floor)
     if n is not None and n.shape == e.shape:
         nf = n.to(torch.float64)[finite]
         slack = max(rounding_slack(_rms(nf), rounding), ROUNDING_FACTOR * float((nf - ef).abs().max()))

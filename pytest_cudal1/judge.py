@@ -374,13 +374,13 @@ class Judge:
             return Verdict(Reason.REFERENCE_ERROR, f"reference failed on the warm-up inputs: {exc.message}",
                            exc.evidence)
         try:
-            warmed = worker.request("warm_up", {"inputs": inputs}, cfg.compile_timeout)
+            warmed = worker.request("warm_up", {"inputs": inputs, "poison": ref["output_nbytes"]}, cfg.compile_timeout)
         except WorkerFailure as exc:
             return Verdict(_compile_reason(exc, exc.reason), f"in the warm-up call: {exc.message}", exc.evidence)
         if record.first_call_ms is None:  # replicas warm up too
             record.first_call_ms = warmed["call_ms"]
         # A later call returning these values replays them.
-        self._replayed(warmed["fingerprint"], ref["fingerprint"], ref["rounding"])
+        self._replayed(warmed["fingerprint"], ref["fingerprint"], ref["rounding"], ref["rounding_floor"])
         return _flag_verdict(warmed["flags"], "in the warm-up call") if warmed["flags"] else None
 
     def _prepare_timing(self, reference: WorkerProcess, worker: WorkerProcess, seed: int) -> int:
@@ -430,7 +430,7 @@ class Judge:
                               dict(self._digests)) for ref, cand in pairs]
         return runs[0] if len(runs) == 1 else pool_runs(runs, random.Random(rng.getrandbits(64)))
 
-    def _replayed(self, cand_fp: Any, ref_fp: Any, rounding: float) -> str | None:
+    def _replayed(self, cand_fp: Any, ref_fp: Any, rounding: float, floor: float) -> str | None:
         """Did the candidate return the values of an earlier trial whose reference differed beyond rounding?
 
         Where the reference's output is rounding noise around an exact value, its digest changes between
@@ -443,7 +443,7 @@ class Judge:
             return None
         ck, rk = digest_key(cand_fp), digest_key(ref_fp)
         earlier = self._digests.setdefault(ck, rk)  # keep the first: hypothesis replays a failing trial
-        if earlier != rk and not fingerprints_match(_digest_of(earlier, ref_fp), ref_fp, rounding):
+        if earlier != rk and not fingerprints_match(_digest_of(earlier, ref_fp), ref_fp, rounding, floor):
             return "returned the values of an earlier trial made on different inputs"
         return None
 
@@ -539,7 +539,7 @@ class Judge:
                     fatal.append(exc)
                     raise _Fatal(exc) from None
                 flags = [f for f in got["flags"] if f["code"] not in self._allowed]
-                replayed = self._replayed(got["fingerprint"], ref["fingerprint"], ref["rounding"])
+                replayed = self._replayed(got["fingerprint"], ref["fingerprint"], ref["rounding"], ref["rounding_floor"])
                 if replayed:  # after the worker's own flags: a deferred write can also look like a replay
                     flags.append({"code": "OUTPUT_REPLAY", "detail": replayed})
                 try:

@@ -49,6 +49,14 @@ def test_the_reference_gap_is_the_yardstick() -> None:
     _check_clocks({"candidate": [(0.5, 0.1)] * 10, "reference": [(0.5, 0.2)] * 10})
 
 
+def test_a_reference_whose_events_outlast_its_host_clock_grants_nothing_below_zero() -> None:
+    # H200, the call measure: an eager reference's events ran 0.19 ms past its host clock, and a graph
+    # wrapper's host clock 0.011 ms past its 0.124 ms of events was called a timer mismatch.
+    _check_clocks({"candidate": [(0.0113, 0.1237)] * 10, "reference": [(-0.1886, 0.3)] * 10})
+    with pytest.raises(AuditFailure):
+        _check_clocks({"candidate": [(0.2, 0.1237)] * 10, "reference": [(-0.1886, 0.3)] * 10})
+
+
 def test_a_few_late_wake_ups_are_not_counted_as_escaped_work() -> None:
     # (ms per call, escaped ms per sample), 40 calls per sample: 3 of 30 samples with a 60 us late tail.
     samples = [(0.0178, 0.0)] * 27 + [(0.0178, 0.06)] * 3

@@ -117,10 +117,14 @@ class CandidateWorker:
 
     def warm_up(self, body: dict[str, Any]) -> dict[str, Any]:
         """The first call, its values unchecked (``judge._warm_up``): lazy compilation happens here, under the
-        compile timeout. Its output is an earlier call's for the replay checks (buffer and digest)."""
-        inputs = runtime.to_device(list(body["inputs"]), self.device)
+        compile timeout. Its output is an earlier call's for the replay checks (buffer and digest). Its
+        inputs and allocations look like a trial's (guarded views, poisoned blocks, filled fresh memory), so
+        a candidate that notes how its first call looks learns nothing that tells later calls apart."""
+        g = guards.Guarded(runtime.to_device(list(body["inputs"]), self.device))
+        guards.poison(list(body.get("poison", [])), self.device)
         t0 = time.perf_counter()
-        out = self._call(inputs)
+        with guards.filled_malloc(not self.device.startswith("cuda")):
+            out = self._call(g.inputs)
         runtime.sync(self.device)
         call_ms = (time.perf_counter() - t0) * 1e3
         lazy = guards.lazy_outputs(out)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.compare import compare, relative_rounding
+from pytest_cudal1.compare import REFILL_GAIN, absolute_rounding, compare, relative_rounding
 from pytest_cudal1.recipes import Recipe, draw_inputs
 from pytest_cudal1.workers import guards, runtime
 
@@ -38,6 +38,7 @@ class ReferenceWorker:
         self.expected: Any = None
         self.native: Any = None
         self.rounding = 0.0  # the reference's relative rounding, largest seen (``compare.relative_rounding``)
+        self.abs_rounding = 0.0  # and its absolute rounding (``compare.absolute_rounding``)
         self.timed_graph = False
         self.poison_sizes: list[int] = []  # output sizes, poisoned before eager timed samples as in the candidate
         self.init_inputs: list[Any] = []
@@ -45,6 +46,12 @@ class ReferenceWorker:
         # The most one native call needed beyond its inputs: the model and the call's own allocations
         # (CUDA: torch's peak; CPU: its outputs). Twice this is left free for the candidate while timing.
         self.call_peak = 0
+
+    @property
+    def rounding_floor(self) -> float:
+        """The absolute slack's base for every check (``compare.rounding_slack``): the reference's largest
+        absolute rounding, grown by what the timed refills can add."""
+        return REFILL_GAIN * self.abs_rounding
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         self.idle_sync = runtime.idle_sync_ms(self.device)  # here: the worker may start while others use the GPU
@@ -82,6 +89,7 @@ class ReferenceWorker:
             except Exception:  # noqa: BLE001 - named by the trial that meets it
                 return
             self.rounding = max(self.rounding, relative_rounding(native, expected))
+            self.abs_rounding = max(self.abs_rounding, absolute_rounding(native, expected))
 
     def _forward(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
@@ -102,10 +110,12 @@ class ReferenceWorker:
         guarded = guards.Guarded(inputs)
         native, expected, precise = self._reference(guarded.inputs, guarded.originals)
         self.rounding = max(self.rounding, relative_rounding(native, expected))
+        self.abs_rounding = max(self.abs_rounding, absolute_rounding(native, expected))
         self.trial_inputs, self.expected, self.native = guarded.originals, expected, native
         outs = list(guards.tensors(native))
         self.poison_sizes = [t.numel() * t.element_size() for t in outs]
-        return {"float64": precise, "rounding": self.rounding, "aliases_input": guards.aliases(native, guarded.inputs),
+        return {"float64": precise, "rounding": self.rounding, "rounding_floor": self.rounding_floor,
+                "aliases_input": guards.aliases(native, guarded.inputs),
                 "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
                 "output_nbytes": [t.numel() * t.element_size() for t in outs],
                 "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
@@ -195,9 +205,10 @@ class ReferenceWorker:
         """
         outputs = _on_device(body["outputs"], self.device)
         if body["against"] == "trial":
-            bad = compare(outputs, self.expected, self.native, rounding=self.rounding)
+            bad = compare(outputs, self.expected, self.native, rounding=self.rounding, floor=self.rounding_floor)
         else:
-            bad = compare(outputs, self.last_output, None, "timed output", rounding=self.rounding)
+            bad = compare(outputs, self.last_output, None, "timed output", rounding=self.rounding,
+                          floor=self.rounding_floor)
         return _verdict(bad)
 
     def check_elements(self, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -206,7 +217,7 @@ class ReferenceWorker:
         own = guards.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
         self.timed_outputs = []
         return _verdict(compare(_on_device(body["outputs"], self.device), own, None, "timed elements",
-                                rounding=self.rounding))
+                                rounding=self.rounding, floor=self.rounding_floor))
 
     def prepare_timing(self, body: dict[str, Any]) -> dict[str, Any]:
         """Keep the task's own inputs on the device as the base every timed call perturbs.
@@ -259,7 +270,8 @@ class ReferenceWorker:
         candidate's structural checks run here too, so both workers hold the same outputs alive."""
         assert self.loop is not None
         self.loop.inspect(self.timed_outputs, self.timed_graph, aliasing_allowed=True)
-        return {"fingerprints": [guards.fingerprint(o) for o in self.timed_outputs], "rounding": self.rounding}
+        return {"fingerprints": [guards.fingerprint(o) for o in self.timed_outputs], "rounding": self.rounding,
+                "rounding_floor": self.rounding_floor}
 
     def bandwidth(self, _body: Any) -> float | None:
         """Measured device-to-device copy bandwidth in GB/s (bytes read + written), for the roofline floor."""

@@ -1,5 +1,5 @@
 # expect: NONDETERMINISTIC
-"""Right on odd calls, 1% off on even ones (a stand-in for a race)."""
+"""Right on even calls, 1% off on odd ones (a stand-in for a race; the first call is the unchecked warm-up)."""
 import torch
 import torch.nn as nn
 
@@ -11,4 +11,4 @@ class ModelNew(nn.Module):
         global calls
         calls += 1
         y = x * torch.sigmoid(x)
-        return y * 1.01 if calls % 2 == 0 else y
+        return y * 1.01 if calls % 2 == 1 else y
