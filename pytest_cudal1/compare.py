@@ -60,23 +60,17 @@ def rounding_slack(scale: float, rounding: float, against_native: bool = False, 
     return (ROUNDING_FACTOR + against_native) * max(rounding * scale, floor)
 
 
-def absolute_rounding(native: Any, expected: Any) -> float:
-    """The reference's own rounding on one draw, absolute: max|n - e| over finite elements (largest over tensors)."""
-    import torch
-
-    if isinstance(native, torch.Tensor) and isinstance(expected, torch.Tensor):
-        if not native.is_floating_point() or native.shape != expected.shape:
-            return 0.0
-        n64, e64 = native.to(torch.float64), expected.to(torch.float64)
-        finite = torch.isfinite(n64) & torch.isfinite(e64)
-        return float((n64[finite] - e64[finite]).abs().max()) if bool(finite.any()) else 0.0
-    if isinstance(native, (list, tuple)) and isinstance(expected, (list, tuple)):
-        return max((absolute_rounding(n, e) for n, e in zip(native, expected)), default=0.0)
-    return 0.0
-
-
 def relative_rounding(native: Any, expected: Any) -> float:
     """The reference's own rounding on one draw: max|n - e| over the rms of ``n`` (largest over tensors)."""
+    return _rounding(native, expected, relative=True)
+
+
+def absolute_rounding(native: Any, expected: Any) -> float:
+    """The reference's own rounding on one draw, absolute: max|n - e| over finite elements (largest over tensors)."""
+    return _rounding(native, expected, relative=False)
+
+
+def _rounding(native: Any, expected: Any, relative: bool) -> float:
     import torch
 
     if isinstance(native, torch.Tensor) and isinstance(expected, torch.Tensor):
@@ -86,10 +80,13 @@ def relative_rounding(native: Any, expected: Any) -> float:
         finite = torch.isfinite(n64) & torch.isfinite(e64)
         if not bool(finite.any()):
             return 0.0
+        err = float((n64[finite] - e64[finite]).abs().max())
+        if not relative:
+            return err
         scale = _rms(n64[finite])
-        return float((n64[finite] - e64[finite]).abs().max()) / scale if scale > 0 else 0.0
+        return err / scale if scale > 0 else 0.0
     if isinstance(native, (list, tuple)) and isinstance(expected, (list, tuple)):
-        return max((relative_rounding(n, e) for n, e in zip(native, expected)), default=0.0)
+        return max((_rounding(n, e, relative) for n, e in zip(native, expected)), default=0.0)
     return 0.0
 
 
