@@ -8,16 +8,12 @@ streams, a new stream per call) have ``gpu``-marked tests that skip without CUDA
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cudal1_helpers import (FAST, REPO, by_candidate, read_ledger, reason, run_pytest, task_source, write,
+from cudal1_helpers import (FAST, by_candidate, read_ledger, reason, run_pytest, task_source, write,
                             write_candidate, write_task)
 
 LINEAR_TASK = task_source(forward="return torch.relu(self.lin(x)) * 2.0", shape="16, 32", init_args=", n",
