@@ -37,7 +37,7 @@ def test_timed_inputs_are_laid_out_like_trial_inputs_however_often_refilled(devi
             assert [_layout(x) for x in inputs] == [_layout(x) for x in trial]
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", DEVICES[1:])  # on the CPU glibc's fill is for trials only (anticheat.md)
 def test_an_eager_timed_sample_hands_out_poisoned_blocks_as_a_trial_does(device: str) -> None:
     """An unwritten output reads as poison in timed calls too: what a fresh block holds tells no phase."""
     x = torch.randn(4096, device=device)

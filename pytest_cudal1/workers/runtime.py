@@ -306,10 +306,8 @@ class TimedLoop:
     def __init__(self, call: Callable[[list[Any]], Any], inputs: TimingInputs, poison: list[int] | None = None) -> None:
         self.call = call
         self.inputs = inputs
-        # Output sizes to poison before each eager sample, as before each trial, with fresh host blocks
-        # filled during the calls on the CPU: what a new allocation holds does not tell a trial from timing.
+        # Output sizes to poison before each eager sample, as before each trial.
         self.poison = list(poison or [])
-        self.cpu = not inputs.device.startswith("cuda")
         self.held: collections.deque[Any] = collections.deque(maxlen=HELD_CALLS)  # recent eager calls' outputs
         self.graphs: list[tuple[torch.cuda.CUDAGraph, list[Any]]] = []  # (graph, its calls' outputs)
         self.graph_calls = 0
@@ -395,7 +393,8 @@ class TimedLoop:
             guards.poison(self.poison, self.inputs.device)
 
         def run() -> list[Any]:
-            with self._in(pool), guards.filled_malloc(self.cpu):
+            # No glibc fill here (trials have it): it would charge a memset to every byte a call allocates.
+            with self._in(pool):
                 return [self.call(args) for args in batches]
         return run, False
 
