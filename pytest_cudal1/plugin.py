@@ -406,9 +406,7 @@ class JudgedItem(pytest.Item):
         state.progress.item(self.nodeid, self.candidate)
         record = judge.judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
         self.user_properties.append(("cudal1", record.to_json()))  # skipped ones too: the summary shows them
-        if record.verdict.reason is Reason.BACKEND_UNAVAILABLE:  # not judged: no reward, no ledger line
-            pytest.skip(f"{self.nodeid}: {record.verdict.message}")
-        if not record.verdict.reason.judged:  # a harness error: no ledger line, so no reward
+        if not record.verdict.reason.judged:  # unrunnable here (backend, memory): no ledger line, so no reward
             pytest.skip(f"{self.nodeid}: [{record.verdict.reason.value}] {record.verdict.message}")
         ledger.append(state.ledger_path, record)
         if not record.verdict.passed:
