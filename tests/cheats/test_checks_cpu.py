@@ -37,7 +37,7 @@ CASES: list[Case] = [
 ]
 
 SYMMETRIC = planted(SYM, "sym_transposed", OK, group="preconditions", why="A.T for A: symmetric inputs")
-# More trials for the peek group: half the generated recipes are mixed.
+# More trials for the peek group: the second trial is always mixed, and half the generated recipes are.
 GROUPS = groups_from([*CASES, SYMMETRIC], extra={"peek": ("--cudal1-trials=6",)})
 
 
