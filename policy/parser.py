@@ -14,10 +14,9 @@ import ast
 import dataclasses
 import re
 
-# A reason code for the ledger, to be added to pytest_cudal1.reasons.Reason by the lead:
-# NO_CODE = ("NO_CODE", NO_CODE_MEANING)
-NO_CODE = "NO_CODE"
-NO_CODE_MEANING = "the model's answer contains no module defining class ModelNew"
+from pytest_cudal1.reasons import Reason
+
+NO_CODE = Reason.NO_CODE.value
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)",

@@ -210,7 +210,7 @@ class Judge:
             task_id=task.id, level=task.level, problem_id=task.problem_id, task_name=task.name,
             candidate_name=candidate.name, candidate_sha256=candidate.sha256, candidate_origin=candidate.origin,
             backend=candidate.backend, device="cuda" if self.gpu else "cpu", verdict=Verdict(Reason.OK),
-            seed=self.cfg.seed, environment=environment.describe(),
+            seed=self.cfg.seed, environment=environment.describe(), task_sha256=task.sha256,
         )
         record.static_findings = scan(candidate.source)
         self._output_bytes, self._digests, self._allowed = 0, {}, set()

@@ -24,6 +24,7 @@ class Reason(str, enum.Enum):
     # Loading: the task or candidate file itself is unusable.
     BAD_TASK = ("BAD_TASK", "the task source is unusable (syntax, missing Model/get_inputs/get_init_inputs)")
     BAD_CANDIDATE_FILE = ("BAD_CANDIDATE_FILE", "the candidate record or file cannot be read")
+    NO_CODE = ("NO_CODE", "the model's answer contains no module defining class ModelNew (nothing was run)")
     REFERENCE_ERROR = ("REFERENCE_ERROR", "the reference model failed on the harness's inputs")
 
     # Building and importing the candidate.

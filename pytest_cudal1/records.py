@@ -87,6 +87,10 @@ class JudgedRecord:
     # The ``call`` measure: one eager call per sample as a user makes it, launch included (``timing``'s docs).
     call_timing: PairedTiming | None = None
     reward_measure: str = "kernel"  # the measure the reward was taken from (``--cudal1-speedup``)
+    task_sha256: str | None = None  # the task source's hash: the exemplar database's key
+    # How an optimizer-made candidate came to be (policy, backend, round, turn, parent exemplar ids,
+    # prompt_sha256, prompt_path, tokens); None for a hand-written candidate.
+    origin: dict[str, Any] | None = None
     harness_version: str = __version__
     judged_at: str = dataclasses.field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
