@@ -18,7 +18,8 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from kernelbench.loaders import Task, parse_problem_id
+from kernelbench.loaders import Task
+from policy.judging import candidate_folder
 
 MARKER = "# cudal1-builtin:"
 _CONV = re.compile(r"\bConv(?:Transpose)?[123]d\b|\bconv(?:_transpose)?[123]d\b")
@@ -165,10 +166,7 @@ def render(task: Task, rewrite: Rewrite) -> str:
 
 def write_candidates(task: Task, rewrites: Sequence[Rewrite], root: str | Path) -> list[Path]:
     """Write each rewrite as ``root/level<L>/<task name>/<rewrite name>.py``, the judge's candidate layout."""
-    if task.level is None or task.problem_id is None:
-        raise ValueError(f"{task.id}: a candidate folder needs the task's level and problem id")
-    name = task.name if parse_problem_id(task.name) == task.problem_id else f"{task.problem_id}_{task.name}"
-    folder = Path(root) / f"level{task.level}" / name
+    folder = candidate_folder(Path(root), task)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for rewrite in rewrites:

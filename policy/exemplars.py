@@ -92,21 +92,15 @@ class Exemplar:
 
 
 def measures(record: dict[str, Any]) -> tuple[Measure | None, Measure | None]:
-    """The record's (kernel, call) speedups; the call measure is absent in ledgers of today.
+    """The record's (kernel, call) speedups with their intervals: ``timing`` and ``call_timing``."""
 
-    The one place that knows where the ledger keeps them: ``timing.speedup`` /
-    ``timing.speedup_ci`` and ``timing.call_speedup`` / ``timing.call_speedup_ci``.
-    """
-    timing = record.get("timing") or {}
-
-    def one(value: Any, ci: Any) -> Measure | None:
-        if value is None:
+    def one(timing: dict[str, Any] | None) -> Measure | None:
+        if not timing or timing.get("speedup") is None:
             return None
-        lo, hi = ci if ci else (None, None)
-        return Measure(float(value), lo, hi)
+        lo, hi = timing.get("speedup_ci") or (None, None)
+        return Measure(float(timing["speedup"]), lo, hi)
 
-    return one(timing.get("speedup"), timing.get("speedup_ci")), \
-        one(timing.get("call_speedup"), timing.get("call_speedup_ci"))
+    return one(record.get("timing")), one(record.get("call_timing"))
 
 
 def gpu_of(record: dict[str, Any]) -> str:

@@ -42,14 +42,14 @@ def test_successes_are_ok_rows_of_this_gpu_with_a_measured_speedup(tmp_path: Pat
         assert len(db.all()) == 5  # failures are kept, as non-successes
         best = db.get(fast_id)
     assert best is not None and best.speedup == 3.0 and best.kernel.lo == pytest.approx(2.94)
-    assert best.call is None  # today's ledgers carry no call measure: stored as NULL
+    assert best.call is None  # a record without the call measure: stored as NULL
     assert best.origin == ORIGIN and best.task_id == TASK.id and best.record["verdict"]["reason"] == "OK"
 
 
 def test_call_measure_is_stored_when_the_record_has_one(tmp_path: Path) -> None:
     source = code("call")
     rec = record(source)
-    rec["timing"]["call_speedup"], rec["timing"]["call_speedup_ci"] = 1.4, [1.3, 1.5]
+    rec["call_timing"] = {**rec["timing"], "speedup": 1.4, "speedup_ci": [1.3, 1.5]}
     assert measures(rec)[1].speedup == 1.4
     with ExemplarDB(tmp_path / "x.sqlite") as db:
         db.add(rec, source, TASK, ORIGIN)

@@ -62,7 +62,7 @@ def test_refinement_prompt_carries_the_previous_verdict_and_both_speedups() -> N
     previous = code("attempt-1")
     rec = record(previous, reason=Reason.PRECISION_LOSS, speedup=2.0, message="errors at TF32 level",
                  kernels=("ampere_sgemm_128x64_tn", "relu_kernel"))
-    rec["timing"]["call_speedup"], rec["timing"]["call_speedup_ci"] = 1.75, [1.7, 1.8]
+    rec["call_timing"] = {**rec["timing"], "speedup": 1.75, "speedup_ci": [1.7, 1.8]}
     text = PromptBuilder().refinement(TASK, previous, rec, GPU).text
     assert "# attempt-1" in text and TASK.source.strip() in text
     for expected in ("rejected", "`PRECISION_LOSS`", "errors at TF32 level", "Speedup (kernel time): 2.000x",
