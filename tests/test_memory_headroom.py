@@ -15,7 +15,7 @@ import pytest
 from cudal1_helpers import FAST, by_candidate, candidate_source, read_ledger, run_pytest, task_source, \
     write_candidate, write_task
 
-from pytest_cudal1.judge import asked_bytes, memory_message
+from pytest_cudal1.messages import asked_bytes, memory_message
 from pytest_cudal1.workers.runtime import free_bytes, placements_fitting
 
 TOO_BIG = 1 << 42  # float32 elements: 17.6 TB, more than any machine here has
