@@ -36,6 +36,7 @@ from kernelbench.loaders import Task  # noqa: E402
 from pytest_cudal1 import environment  # noqa: E402
 from pytest_cudal1.timing import TimingConfig  # noqa: E402
 from pytest_cudal1.workers import runtime  # noqa: E402
+from pytest_cudal1.workers.timing_inputs import TimingInputs  # noqa: E402
 from pytest_cudal1.workers.process import QUIET_CPU  # noqa: E402
 from timing_quality import Pair, synthetic  # noqa: E402
 
@@ -86,7 +87,7 @@ def in_process(source: str, calls: int) -> dict[str, float]:
     def call(inputs: list[Any]) -> Any:
         with torch.no_grad():
             return model(*inputs)
-    loop = runtime.TimedLoop(call, runtime.TimingInputs([x.to(device) for x in module.get_inputs()], device))
+    loop = runtime.TimedLoop(call, TimingInputs([x.to(device) for x in module.get_inputs()], device))
     loop.place(1, 8)
     flush = runtime.Flusher(device)
     host = [runtime.timed_sample(loop, seed, 1, device, flush, hold=False)[0]["host_ms"] * 1e3

@@ -7,7 +7,7 @@ the harness's steps to the bare loop one at a time, each as 10 runs of 30 sample
 
 - ``bare``: flush, hold, replay;
 - ``refill``: the ``calls`` input sets refilled with fresh values before the flush (as
-  ``runtime.TimingInputs`` does);
+  ``timing_inputs.TimingInputs`` does);
 - ``refill_reset_l2``: and the persisting-L2 reset (``guards.reset_persisting_l2``);
 - ``refill_nvml``: and an NVML reading between samples (``environment.gpu_state``);
 - ``refill_partner``: and a second process doing the same in lockstep, as the other

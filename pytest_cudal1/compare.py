@@ -44,7 +44,7 @@ PRECISION_LOSS_BAND = 3e-2
 ROUNDING_FACTOR = 2.0  # a candidate may round twice as much as the reference does
 
 
-# Timed inputs are the task's scaled by up to 1.5 per element (``runtime.TimingInputs``): a bilinear op's
+# Timed inputs are the task's scaled by up to 1.5 per element (``timing_inputs.TimingInputs``): a bilinear op's
 # absolute rounding grows by up to this much over what the trials measured.
 REFILL_GAIN = 1.5 ** 2
 

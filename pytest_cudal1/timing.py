@@ -1,7 +1,7 @@
 """Paired timing, driven from the controller.
 
 Each pair times the reference worker and the candidate worker once each, in
-random order, on the same freshly derived inputs (``runtime.TimingInputs``), so
+random order, on the same freshly derived inputs (``timing_inputs.TimingInputs``), so
 clock and thermal drift hit both sides alike. Inside each worker a sample is:
 L2 flush, device-wide synchronize, a spin kernel while the host queues the
 first launch, start event, the calls, end event, and work still running on

@@ -1,6 +1,6 @@
 """What a candidate can read does not predict the judge's draws or tell checked calls from timed ones.
 
-Unit tests of the mechanisms on CPU tensors (``seeds``, ``guards.Slot``, ``runtime.TimingInputs``),
+Unit tests of the mechanisms on CPU tensors (``seeds``, ``guards.Slot``, ``timing_inputs.TimingInputs``),
 and one plugin run pair for ``--cudal1-judge-seed``. The red-team cases that try to exploit each
 leak are in ``tests/cheats/test_leaks.py``.
 """
@@ -15,7 +15,8 @@ import torch
 from cudal1_helpers import candidate_source, write_candidate, write_task
 from pytest_cudal1.seeds import KeyedRandom, derived
 from pytest_cudal1.workers import guards
-from pytest_cudal1.workers.runtime import TimedLoop, TimingInputs
+from pytest_cudal1.workers.runtime import TimedLoop
+from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(

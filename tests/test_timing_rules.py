@@ -14,7 +14,8 @@ from pytest_cudal1.records import PairedTiming, TimingSummary
 from pytest_cudal1.timing import (AuditFailure, _check_clocks, _device_ms, _sample_ms, counted_ms, pool_runs, summarize,
                                   tail_ms)
 from pytest_cudal1.workers import runtime
-from pytest_cudal1.workers.runtime import Flusher, TimedLoop, TimingInputs, timed_sample
+from pytest_cudal1.workers.runtime import Flusher, TimedLoop, timed_sample
+from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
 def paired(speedup: float, ci: tuple[float, float]) -> PairedTiming:

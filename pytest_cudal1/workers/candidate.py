@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from pytest_cudal1.workers import guards, runtime
+from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
 def import_candidate(path: str, module_name: str) -> Any:
@@ -198,7 +199,7 @@ class CandidateWorker:
         return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else guards.fingerprint(out)}
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
-        inputs = runtime.TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
+        inputs = TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
         self.loop = runtime.TimedLoop(self._call, inputs, self.poison_sizes)
         self.allowed = set(body.get("allowed", []))
 

@@ -18,6 +18,7 @@ import torch
 from pytest_cudal1.compare import REFILL_GAIN, absolute_rounding, compare, relative_rounding
 from pytest_cudal1.recipes import Recipe, draw_inputs
 from pytest_cudal1.workers import guards, runtime
+from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 # Draws of the task's own inputs the reference's rounding is measured on before the first trial.
 ROUNDING_DRAWS = 2
@@ -228,7 +229,7 @@ class ReferenceWorker:
         self._drop_trial()
         torch.manual_seed(int(body["seed"]))
         base = draw_inputs(self.module.get_inputs, None, self.device)
-        self.loop = runtime.TimedLoop(self._timed_call, runtime.TimingInputs(base, self.device), self.poison_sizes)
+        self.loop = runtime.TimedLoop(self._timed_call, TimingInputs(base, self.device), self.poison_sizes)
         return {"input_nbytes": sum(t.numel() * t.element_size() for t in guards.tensors(base))}
 
     def release_timing(self, _body: Any) -> None:

@@ -54,7 +54,7 @@ def test_verdict(case: Case, judged) -> None:
 @pytest.mark.parametrize("case", _params([SYMMETRIC]))
 def test_symmetric_inputs_stay_symmetric_in_every_trial(case: Case, judged) -> None:
     """A kernel that relies on symmetric inputs is correct on every trial and every timed call: the timed
-    refill keeps a symmetric input symmetric (``runtime._rescale_into``)."""
+    refill keeps a symmetric input symmetric (``timing_inputs._rescale_into``)."""
     rec = lookup(judged.get(GROUPS[case.group]), case.name, case.task)
     reason, _ = verdict_of(rec)
     assert reason == OK, explain(rec, OK)
