@@ -140,7 +140,8 @@ def _options(spec: str, query: str, types: dict[str, type]) -> dict[str, object]
         try:
             options[key] = types[key](values[0])
         except ValueError as exc:
-            raise _bad_spec(spec, f"{key}={values[0]!r} is not a {types[key].__name__}") from exc
+            kind = "an integer" if types[key] is int else "a number"
+            raise _bad_spec(spec, f"{key}={values[0]!r} is not {kind}") from exc
     return options
 
 

@@ -26,8 +26,11 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_model(folder: Path, seed: int = 0) -> Path:
-    """Save a 2-layer, 64-wide Llama with random weights and a word-level tokenizer into ``folder``."""
+def build_tiny_model(folder: Path, seed: int = 0, heads: int = 4) -> Path:
+    """Save a 2-layer, 64-wide Llama with random weights and a word-level tokenizer into ``folder``.
+
+    ``heads=1`` gives 64-wide heads, a size every vLLM attention kernel takes.
+    """
     import torch
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -41,7 +44,7 @@ def build_tiny_model(folder: Path, seed: int = 0) -> Path:
                                         bos_token="<s>", eos_token="</s>")
     tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(vocab_size=len(vocab), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
+                         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=4096,
                          pad_token_id=vocab["<pad>"], bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"],
                          tie_word_embeddings=True)
     torch.manual_seed(seed)
