@@ -6,13 +6,21 @@ need no model. Every backend answers in text that goes through the same
 ``policy.parser`` and the same judge, so the loop has one path. A backend
 reports its failures (a timeout, a refused request) per completion in
 ``error``: a failed generation is a verdict of its round, never a crash of the run.
+
+``make_backend`` turns the policy spec a user writes (``builtin``,
+``openai:URL?model=NAME``, ``hf:PATH``, ``vllm:PATH``) into a backend; the model
+backends live in their own modules and import their heavy libraries only when built.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import random
+from pathlib import Path
+from types import ModuleType
 from typing import Protocol, Sequence
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from kernelbench.loaders import Task
 from policy import builtin
@@ -90,3 +98,96 @@ class BuiltinBackend:
         return [Completion(text) for text in answers] + \
             [Completion("", finish_reason="error", error="the built-in policy has no further rewrite for this task")
              for _ in range(request.n - len(answers))]
+
+
+SPEC_FORMS = """\
+  builtin
+  openai:URL?model=NAME[&concurrency=4&timeout=120&retries=3&backoff=1&api_key_env=OPENAI_API_KEY]
+  hf:PATH[?device=cpu&dtype=auto]
+  vllm:PATH[?tensor_parallel_size=1&gpu_memory_utilization=0.9]"""
+
+
+def error_completions(n: int, error: str) -> list[Completion]:
+    """``n`` failed completions carrying ``error``: how a backend reports a request it could not answer."""
+    return [Completion("", finish_reason="error", error=error) for _ in range(n)]
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import an optional dependency, or say which extra of this package installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"this backend needs the '{module}' package: pip install 'pytest-cudal1[{extra}]' "
+                          f"({exc})") from exc
+
+
+def _bad_spec(spec: str, why: str) -> ValueError:
+    return ValueError(f"bad policy spec {spec!r}: {why}; the forms are:\n{SPEC_FORMS}")
+
+
+def _options(spec: str, query: str, types: dict[str, type]) -> dict[str, object]:
+    """The spec's query keys, each once, each known, each converted to its type."""
+    try:
+        raw = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError as exc:
+        raise _bad_spec(spec, f"unreadable query {query!r} ({exc})") from exc
+    options: dict[str, object] = {}
+    for key, values in raw.items():
+        if key not in types:
+            raise _bad_spec(spec, f"unknown key {key!r} (known: {', '.join(types)})")
+        if len(values) != 1:
+            raise _bad_spec(spec, f"key {key!r} given {len(values)} times")
+        try:
+            options[key] = types[key](values[0])
+        except ValueError as exc:
+            kind = "an integer" if types[key] is int else "a number"
+            raise _bad_spec(spec, f"{key}={values[0]!r} is not {kind}") from exc
+    return options
+
+
+def _model_folder(spec: str, location: str) -> str:
+    if not location:
+        raise _bad_spec(spec, "no model folder")
+    if not Path(location).expanduser().is_dir():
+        raise _bad_spec(spec, f"no model folder at {location}")
+    return str(Path(location).expanduser())
+
+
+def make_backend(spec: str) -> GenerationBackend:
+    """The backend a policy spec names (the forms are in ``SPEC_FORMS``); a bad spec raises ValueError.
+
+    openai keys: ``model`` (required, the server's model name), ``concurrency``
+    (requests in flight at once), ``timeout`` (seconds per request), ``retries``
+    (further attempts after a connection error, 429 or 5xx), ``backoff`` (seconds
+    before the first retry, doubled each time), ``api_key_env`` (the environment
+    variable holding the key; a placeholder is sent when it is unset, for local
+    servers). hf keys: ``device`` (``cpu``, ``cuda``, ``cuda:1``; default cuda when
+    there is one), ``dtype`` (``auto``, ``float32``, ``bfloat16``, ``float16``). vllm
+    keys: ``tensor_parallel_size``, ``gpu_memory_utilization`` (vLLM's own).
+    """
+    kind, sep, rest = spec.strip().partition(":")
+    if kind == "builtin" and not sep:
+        return BuiltinBackend()
+    if kind == "openai" and sep:
+        from policy.openai_backend import OpenAIBackend, OpenAIOptions
+
+        parts = urlsplit(rest)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise _bad_spec(spec, "the URL must start with http:// or https://")
+        options = _options(spec, parts.query, OpenAIOptions.KEYS)
+        if "model" not in options:
+            raise _bad_spec(spec, "openai: needs ?model=NAME")
+        url = urlunsplit(parts._replace(query="", fragment=""))
+        return OpenAIBackend(OpenAIOptions(url=url, **options))  # type: ignore[arg-type]
+    if kind in ("hf", "vllm") and sep:
+        location, _, query = rest.partition("?")
+        if kind == "hf":
+            from policy.hf_backend import HFBackend
+
+            return HFBackend(_model_folder(spec, location),
+                             **_options(spec, query, {"device": str, "dtype": str}))  # type: ignore[arg-type]
+        from policy.vllm_backend import VLLMBackend
+
+        return VLLMBackend(_model_folder(spec, location), **_options(  # type: ignore[arg-type]
+            spec, query, {"tensor_parallel_size": int, "gpu_memory_utilization": float}))
+    raise _bad_spec(spec, "unknown form")
