@@ -21,8 +21,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the HTML file to write")
     parser.add_argument("inputs", nargs="+", type=Path, help="ledger files, JSON files or folders holding them")
     parser.add_argument("--title", default=None, help="page title")
+    parser.add_argument("--db", type=Path, default=None, metavar="PATH",
+                        help="the exemplar database (--cudal1-db): the optimizer view shows the exemplars "
+                             "its best candidates were shown")
     args = parser.parse_args(argv)
-    missing = [str(p) for p in args.inputs if not p.exists()]
+    missing = [str(p) for p in [*args.inputs, *([args.db] if args.db else [])] if not p.exists()]
     if missing:
         parser.error("no such file or folder: " + ", ".join(missing))
     records: list[JudgedRecord] = []
@@ -39,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not records:
         print("cudal1-report: no judged records found in " + ", ".join(map(str, args.inputs)), file=sys.stderr)
         return 1
-    path = build_report(records, args.out, args.title, sources=used)
+    path = build_report(records, args.out, args.title, sources=used, db_path=args.db)
     print(f"cudal1-report: wrote {path} ({len(records)} records from {len(used)} file(s), "
           f"{len(gpus_of(records))} GPU(s))")
     return 0

@@ -55,9 +55,10 @@ def is_simulated(record: JudgedRecord) -> bool:
     return simulated(record.backend, record.device)
 
 
-def usable_speedup(record: JudgedRecord) -> float | None:
-    """The record's speedup when it is correct, not simulated, and the speedup a finite positive number."""
-    s = record.speedup
+def usable_speedup(record: JudgedRecord, measure: str = "kernel") -> float | None:
+    """The record's speedup (``"kernel"`` or ``"call"`` measure) when it is correct, not simulated, and the
+    speedup a finite positive number."""
+    s = record.call_speedup if measure == "call" else record.speedup
     if record.verdict.passed and not is_simulated(record) and s is not None and math.isfinite(s) and s > 0:
         return float(s)
     return None

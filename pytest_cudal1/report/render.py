@@ -86,19 +86,23 @@ def _environment() -> Any:
 
 
 def render_report(records: Iterable[JudgedRecord | Mapping[str, Any]], title: str | None = None,
-                  sources: Sequence[str] = (), commit: str | None = None) -> str:
+                  sources: Sequence[str] = (), commit: str | None = None,
+                  db_path: str | os.PathLike[str] | None = None) -> str:
     """The report page as a string."""
-    return _environment().get_template("report.html.j2").render(**build_context(records, title, sources, commit))
+    context = build_context(records, title, sources, commit, db_path)
+    return _environment().get_template("report.html.j2").render(**context)
 
 
 def build_report(records: Iterable[JudgedRecord | Mapping[str, Any]], out: str | os.PathLike[str],
-                 title: str | None = None, *, sources: Sequence[str] = (), commit: str | None = None) -> Path:
+                 title: str | None = None, *, sources: Sequence[str] = (), commit: str | None = None,
+                 db_path: str | os.PathLike[str] | None = None) -> Path:
     """Write the report for ``records`` (``JudgedRecord`` or ``to_json()`` dicts) to ``out``; return its path.
 
-    The file is replaced atomically, so a reader never sees half a page.
+    ``db_path``: the exemplar database (``--cudal1-db``) where the optimizer view finds the exemplars
+    its best candidates were shown. The file is replaced atomically, so a reader never sees half a page.
     """
     out = Path(out)
-    html = render_report(records, title, sources, commit)
+    html = render_report(records, title, sources, commit, db_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # created with the umask's mode, like any file
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from pytest_cudal1.reasons import describe
@@ -12,6 +13,7 @@ from pytest_cudal1.report.charts import distribution_chart, scatter_charts, task
 from pytest_cudal1.report.figures import (FAST_P, best_correct, commits_of, flatten, gpu_infos, harness_commit,
                                           judged, judged_time, latest, rejections_by_reason, stats_by_gpu)
 from pytest_cudal1.report.loading import gpu_key, is_cheat, record_from, status
+from pytest_cudal1.report.optimizer import optimizer_view
 
 _LONG_TEXT_KEYS = ("log_tail", "traceback", "stderr", "stdout", "log")
 
@@ -72,8 +74,10 @@ def needs_evidence(record: JudgedRecord) -> bool:
 
 
 def build_context(records: Iterable[JudgedRecord | Mapping[str, Any]], title: str | None = None,
-                  sources: Sequence[str] = (), commit: str | None = None) -> dict[str, Any]:
-    """Everything the template shows, computed from the records."""
+                  sources: Sequence[str] = (), commit: str | None = None,
+                  db_path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Everything the template shows, computed from the records (``db_path``: the exemplar database the
+    optimizer view looks its candidates' parents up in)."""
     given = [record_from(r) for r in records]
     recs = latest(given)
     gpus = gpu_infos(recs)
@@ -111,6 +115,8 @@ def build_context(records: Iterable[JudgedRecord | Mapping[str, Any]], title: st
                 row_of[cell.anchor] = row["id"]
     for e in evidence:
         e["row"] = row_of.get(e["anchor"])
+    rows = {(g, row["task"], cell.record.candidate_sha256): row["id"]
+            for row in cand_rows.values() for g, cell in row["cells"].items() if cell.record is not None}
 
     grouped: dict[tuple[str, str], list[JudgedRecord]] = {}
     for r in judged(recs):
@@ -155,5 +161,6 @@ def build_context(records: Iterable[JudgedRecord | Mapping[str, Any]], title: st
         "harness_versions": sorted({r.harness_version for r in recs}),
         "sources": list(sources), "n_given": len(given), "n_records": len(recs),
         "superseded": len(given) - len(recs),
+        "optimizer": optimizer_view(recs, rows, str(db_path) if db_path else None),
     }
 
