@@ -20,7 +20,7 @@ from test_report import A100, H200, Node, close, num, parse, rec, timing
 
 from kernelbench.loaders import Task
 from policy.exemplars import ExemplarDB, Origin
-from pytest_cudal1 import report
+from pytest_cudal1 import ledger, report
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import JudgedRecord
 
@@ -168,7 +168,8 @@ def test_missing_prompt_file_and_no_database(tmp_path: Path) -> None:
     assert "not readable" in missing and str(prompt) in missing
     assert [li.text().strip() for li in prov.find_all("li", data_parent=True)] == \
         ["exemplar #4 (no exemplar database given (--db))", "exemplar #5 (no exemplar database given (--db))"]
-    assert "no prompt recorded" in doc.find("dl", data_gpu=H200, data_task=LINEAR).find("dd", data_field="prompt").text()
+    linear = doc.find("dl", data_gpu=H200, data_task=LINEAR)
+    assert "no prompt recorded" in linear.find("dd", data_field="prompt").text()
 
 
 def test_changed_prompt_file_is_flagged(tmp_path: Path) -> None:
@@ -197,12 +198,14 @@ def test_per_level_fast_1_and_geomean(doc: Node) -> None:
         "optimizer": (1.0, math.sqrt(1.9 * 1.5), 2), "eager": (0.0, 1.0, 2),
         "torch.compile": (0.5, math.sqrt(1.6 * 0.8), 2), "CUDA graphs": (1.0, math.sqrt(1.2 * 1.5), 2)})
     assert same(cells(H200, "level 2", "kernel"), {
-        "optimizer": (1.0, 3.0, 1), "eager": (0.0, 1.0, 1), "torch.compile": (1.0, 2.0, 1), "CUDA graphs": (0.0, None, 0)})
+        "optimizer": (1.0, 3.0, 1), "eager": (0.0, 1.0, 1), "torch.compile": (1.0, 2.0, 1),
+        "CUDA graphs": (0.0, None, 0)})
     assert same(cells(H200, "all", "call"), {
         "optimizer": (1.0, (2.4 * 1.8 * 1.5) ** (1 / 3), 3), "eager": (0.0, 1.0, 3),
         "torch.compile": (2 / 3, (1.2 * 0.9 * 1.5) ** (1 / 3), 3), "CUDA graphs": (2 / 3, math.sqrt(2.0 * 1.8), 2)})
     assert same(cells("cpu", "all", "kernel"), {
-        "optimizer": (1.0, 1.1, 1), "eager": (0.0, 1.0, 1), "torch.compile": (1.0, 1.1, 1), "CUDA graphs": (0.0, None, 0)})
+        "optimizer": (1.0, 1.1, 1), "eager": (0.0, 1.0, 1), "torch.compile": (1.0, 1.1, 1),
+        "CUDA graphs": (0.0, None, 0)})
 
 
 def test_no_optimizer_section_without_origin(tmp_path: Path) -> None:
@@ -216,13 +219,11 @@ def test_no_optimizer_section_without_origin(tmp_path: Path) -> None:
 
 
 def test_merge_command_with_db(tmp_path: Path, db: tuple[Path, list[int]]) -> None:
-    ledger = tmp_path / "ledger.jsonl"
-    from pytest_cudal1 import ledger as ledger_mod
-
+    ledger_path = tmp_path / "ledger.jsonl"
     for r in optimizer_records(tmp_path / "p.md", tuple(db[1])):
-        ledger_mod.append(ledger, r)
+        ledger.append(ledger_path, r)
     out = tmp_path / "merged.html"
-    cmd = [sys.executable, "-m", "pytest_cudal1.report", str(out), str(ledger)]
+    cmd = [sys.executable, "-m", "pytest_cudal1.report", str(out), str(ledger_path)]
     proc = subprocess.run([*cmd, "--db", str(db[0])], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     prov = parse(out).find("dl", data_gpu=H200, data_task=RELU)

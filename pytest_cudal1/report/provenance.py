@@ -63,7 +63,7 @@ class ParentView:
 
 
 class ExemplarLookup:
-    """The exemplar database opened read-only for the report, or the reason it could not be."""
+    """The exemplar database, opened for lookups only (a missing file is not created), or why it could not be."""
 
     def __init__(self, db_path: str | Path | None) -> None:
         self.path = str(db_path) if db_path else None
