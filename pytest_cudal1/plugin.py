@@ -326,8 +326,9 @@ class CudaL1Session:
             from pytest_cudal1.report import build_report
 
             path = Path(html)
+            db = setting(self.config, "db") if any(s[0] == "db" for s in SETTINGS) else None  # the optimizer's
             self.html_path = build_report(self.records, path if path.is_absolute() else
-                                          Path(self.config.invocation_params.dir) / path)
+                                          Path(self.config.invocation_params.dir) / path, db_path=db or None)
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         return f"cudal1: seed {self.seed}, ledger {self.ledger_path}"
