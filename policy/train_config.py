@@ -216,7 +216,7 @@ class TrainConfig:
 def from_dict(cls: type, data: Any, where: str = "") -> Any:
     """``cls(**data)`` with nested sections built recursively and unknown keys refused by name."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'the config'} must be a table/object, not {type(data).__name__}")
+        raise ConfigError(f"{where.rstrip('.') or 'the config'} must be a table/object, not {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:

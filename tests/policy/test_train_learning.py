@@ -124,3 +124,30 @@ def hashlib_sha(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_lora_rloo_trains_and_saves_the_adapter_then_resumes_from_its_checkpoint_after_sft(tmp_path: Path) -> None:
+    import dataclasses
+
+    from policy.train_config import LoraSettings, SFTSettings
+    from policy.trainer import run_training
+
+    model_dir = tiny_model(tmp_path / "model", WORDS)
+    config = dataclasses.replace(menu_config(tmp_path, model_dir, algorithm="rloo", max_steps=2, save_steps=2),
+                                 lora=LoraSettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    first = run_training(config)
+    lora_b = {k: v for k, v in parameters(first.model).items() if "lora_B" in k}
+    assert lora_b and any(v.abs().sum() > 0 for v in lora_b.values())  # LoRA's B starts at zero: it trained
+    final = tmp_path / "out" / "rl" / "final"
+    assert (final / "adapter_model.safetensors").exists() and (final / "adapter_config.json").exists()
+    assert (tmp_path / "out" / "rl" / "checkpoint-2").is_dir()
+
+    # Resume as after a crash in RL: SFT (now enabled) runs on the database's successes, RL goes on from step 2.
+    (tmp_path / "out" / "rl" / "DONE").unlink()
+    resumed = dataclasses.replace(config, resume=True, sft=SFTSettings(learning_rate=1e-3),
+                                  rl=dataclasses.replace(config.rl, max_steps=3))
+    second = run_training(resumed)
+    assert second.stages_run == ["sft", "rl"]
+    assert (tmp_path / "out" / "sft" / "final" / "adapter_model.safetensors").exists()
+    log = steps(second.metrics_log)
+    assert [(e["stage"], e["step"]) for e in log] == [("rl", 0), ("rl", 1), ("rl", 2)]
