@@ -151,3 +151,23 @@ def test_lora_rloo_trains_and_saves_the_adapter_then_resumes_from_its_checkpoint
     assert (tmp_path / "out" / "sft" / "final" / "adapter_model.safetensors").exists()
     log = steps(second.metrics_log)
     assert [(e["stage"], e["step"]) for e in log] == [("rl", 0), ("rl", 1), ("rl", 2)]
+
+
+def test_self_supervised_round_samples_judges_and_fine_tunes_on_the_successes(tmp_path: Path) -> None:
+    import dataclasses
+
+    from policy.train_config import RLSettings, SelfSupervisedSettings
+    from policy.trainer import run_training
+
+    model_dir = tiny_model(tmp_path / "model", WORDS)
+    base = menu_config(tmp_path, model_dir)
+    config = dataclasses.replace(base, rl=RLSettings(enabled=False), self_supervised=SelfSupervisedSettings(
+        rounds=1, prompts_per_round=2, samples=4, max_new_tokens=6, learning_rate=1e-3))
+    result = run_training(config)
+    assert result.stages_run == ["self_supervised"]
+    (entry,) = steps(result.metrics_log)
+    assert entry["stage"] == "self_supervised" and entry["completions"] == 8
+    origins = [r.origin for r in ledger.read(config.ledger)]
+    assert origins and all(o["stage"] == "self_supervised" and o["policy"] == "train" for o in origins)
+    trained = (tmp_path / "out" / "self_supervised" / "round-0").is_dir()
+    assert trained == (entry["success_rate"] > 0)  # fine-tuned exactly when the judge passed something
