@@ -20,9 +20,9 @@ pytest.importorskip("trl")
 pytest.importorskip("peft")
 
 from kernelbench.loaders import BUNDLED_TASKS, load_tasks  # noqa: E402
-from policy.environments import MenuEnvironment  # noqa: E402
 from policy.train_config import TrainConfig, from_dict  # noqa: E402
 from pytest_cudal1 import ledger  # noqa: E402
+from tiny_model import build_tiny_model  # noqa: E402
 
 RELU = next(t for t in load_tasks(BUNDLED_TASKS)[0] if t.id == "L1/1_ReLU")
 _HEAD = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
@@ -34,28 +34,6 @@ PROGRAMS = {
 }
 PROMPT = "write relu"
 WORDS = ["write", "relu", *PROGRAMS, "um", "so"]
-
-
-def tiny_model(path: Path, words: list[str], width: int = 64, layers: int = 2, seed: int = 0) -> Path:
-    """A random-weight Llama and a word-level tokenizer over ``words``, saved to ``path`` (built in code)."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    vocab = {w: i for i, w in enumerate(["<pad>", "<s>", "</s>", "<unk>", *words])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>")
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=width, intermediate_size=2 * width,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
-                      max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                      tie_word_embeddings=False)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
 
 
 def menu_config(tmp: Path, model: Path, **rl: object) -> TrainConfig:
@@ -90,7 +68,7 @@ def test_grpo_learns_from_the_judge_to_pick_fast_honest_programs_and_avoid_the_c
     from policy.trainer import run_training
     from transformers import AutoModelForCausalLM
 
-    model_dir = tiny_model(tmp_path / "model", WORDS)
+    model_dir = build_tiny_model(tmp_path / "model", words=WORDS, tied=False, chat=False)
     config = menu_config(tmp_path, model_dir)
     start = time.monotonic()
     result = run_training(config)
@@ -132,7 +110,7 @@ def test_lora_rloo_trains_and_saves_the_adapter_then_resumes_from_its_checkpoint
     from policy.train_config import LoraSettings, SFTSettings
     from policy.trainer import run_training
 
-    model_dir = tiny_model(tmp_path / "model", WORDS)
+    model_dir = build_tiny_model(tmp_path / "model", words=WORDS, tied=False, chat=False)
     config = dataclasses.replace(menu_config(tmp_path, model_dir, algorithm="rloo", max_steps=2, save_steps=2),
                                  lora=LoraSettings(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     first = run_training(config)
@@ -159,7 +137,7 @@ def test_self_supervised_round_samples_judges_and_fine_tunes_on_the_successes(tm
     from policy.train_config import RLSettings, SelfSupervisedSettings
     from policy.trainer import run_training
 
-    model_dir = tiny_model(tmp_path / "model", WORDS)
+    model_dir = build_tiny_model(tmp_path / "model", words=WORDS, tied=False, chat=False)
     base = menu_config(tmp_path, model_dir)
     config = dataclasses.replace(base, rl=RLSettings(enabled=False), self_supervised=SelfSupervisedSettings(
         rounds=1, prompts_per_round=2, samples=4, max_new_tokens=6, learning_rate=1e-3))
