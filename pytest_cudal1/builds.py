@@ -5,8 +5,8 @@
 task's init inputs in a throw-away process (``candidate --compile-only``) whose
 extension, Triton, CuPy, Numba and inductor caches live in ``CACHE/builds/<sha256>/``.
 The judging worker later imports with the same cache folders and finds the
-build done. Builds run on a thread pool sized to the CPU count while the GPU
-judges other items; a successful build leaves ``ok.json`` so an unchanged
+build done. Builds run on a thread pool sized to this process's share of the
+cores (``build_workers``) while the GPU judges other items; a successful build leaves ``ok.json`` so an unchanged
 candidate never compiles again across runs. On timeout the build's whole
 process group is killed and the lock files it left are removed.
 """
@@ -40,6 +40,15 @@ class BuildResult:
     log_tail: str = ""
 
 
+def build_workers(processes: int = 1, cores: int | None = None) -> int:
+    """Build threads for one of ``processes`` judges sharing a host of ``cores`` cores (default: this one's).
+
+    Several judges on one host (xdist workers, Ray actors) each build in parallel; sized alike they
+    never queue more compilers than the host has cores.
+    """
+    return max(1, (cores or os.cpu_count() or 1) // max(1, processes))
+
+
 class BuildPool:
     """Builds candidates in the background; ``result`` waits for one."""
 
@@ -47,7 +56,7 @@ class BuildPool:
         self.cache_root = cache_root
         self.timeout = timeout
         self.gpu_arch = gpu_arch
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or build_workers()
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers)
         self.futures: dict[str, concurrent.futures.Future[BuildResult]] = {}
 

@@ -74,6 +74,8 @@ def describe() -> dict[str, Any]:
     facts.update({"torch": str(torch.__version__), "cuda": torch.version.cuda, "host": platform.node(),
                   "python": platform.python_version()})
     facts["device"] = "cuda" if facts.get("gpu") else "cpu"
+    if "CUDA_VISIBLE_DEVICES" in os.environ:  # the GPU an xdist worker or a Ray actor was given
+        facts["cuda_visible_devices"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return facts
 
 

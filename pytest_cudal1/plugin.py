@@ -9,7 +9,6 @@ only the judged items are collected.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from pathlib import Path
@@ -49,10 +48,40 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if they differ by over 1.5x; the lower counts"),
     ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
     ("benchmark-tables", "bool", False, "also print pytest-benchmark's timing tables (before the verdicts)"),
+    ("ray", "string", None, "judge on the Ray cluster at this address (host:port): one judge actor per GPU, "
+                            "each isolated as a local judge; this process alone writes the ledger and the report"),
     ("allow-global", "string", None, "comma-separated algorithm-selection flags a candidate may set process-wide "
                                      "(cudnn.benchmark, cudnn.deterministic, cudnn.enabled, deterministic_algorithms); "
                                      "the record names those it set"),
 ]
+
+
+DIST_LEFT_DEFAULT = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Any:
+    """Note whether ``--dist`` was left unset, before pytest-xdist fills in its default (load)."""
+    config.stash[DIST_LEFT_DEFAULT] = getattr(config.option, "dist", "no") == "no"
+    return (yield)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` while judging: one worker per visible GPU (xdist's own count without a GPU)."""
+    from pytest_cudal1.scheduling import visible_gpus
+
+    return (len(visible_gpus()) or None) if enabled(config) else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n N`` with no ``--dist`` while judging: a task's candidates back to back on one worker."""
+    if enabled(config) and config.stash.get(DIST_LEFT_DEFAULT, False) and config.getvalue("dist") == "load":
+        from pytest_cudal1.scheduling import make_task_scheduler
+
+        return make_task_scheduler(config, log)
+    return None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -128,6 +157,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
         if config.pluginmanager.hasplugin("benchmark"):  # works with -p no:benchmark too
             benchmark_bridge.configure(config, show_tables=setting(config, "benchmark-tables"))
+        from pytest_cudal1.scheduling import assign_gpu_to_xdist_worker, check_workers_fit_gpus
+
+        if setting(config, "ray") and getattr(config.option, "numprocesses", None):
+            raise pytest.UsageError("--cudal1-ray and -n: choose one (Ray actors already judge in parallel)")
+        check_workers_fit_gpus(config)
         assign_gpu_to_xdist_worker(config)
         session = CudaL1Session(config)
         session.selection = take_item_ids(config)
@@ -153,19 +187,6 @@ def take_item_ids(config: pytest.Config) -> list[str]:
             config.args = [str(here)]
             config.args_source = pytest.Config.ArgsSource.INVOCATION_DIR
     return ids
-
-
-def assign_gpu_to_xdist_worker(config: pytest.Config) -> None:
-    """Under pytest-xdist, worker gwN owns GPU N (mod the visible count), before any CUDA context exists."""
-    worker = getattr(config, "workerinput", {}).get("workerid", "")
-    if not worker.startswith("gw"):
-        return
-    from pytest_cudal1 import environment
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    devices = [d for d in visible.split(",") if d.strip()] if visible else [str(i) for i in range(environment.gpu_count())]
-    if devices:
-        os.environ["CUDA_VISIBLE_DEVICES"] = devices[int(worker[2:]) % len(devices)]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -197,6 +218,7 @@ class CudaL1Session:
         self.progress: Any = None
         self.html_path: Path | None = None
         self._judge: Any = None
+        self.remote: Any = None  # the Ray cluster's judges (``ray_judge.RayJudge``), with --cudal1-ray
 
     # -------------------------------------------------------- collection ---
 
@@ -259,40 +281,58 @@ class CudaL1Session:
         """Start compiling every selected candidate now, in parallel, while earlier items judge."""
         items = [i for i in session.items if isinstance(i, JudgedItem)]
         if items and not self.config.option.collectonly:
+            if setting(self.config, "ray"):
+                from pytest_cudal1.ray_judge import RayJudge
+
+                self.remote = RayJudge(setting(self.config, "ray"), self.judge_config(), self._say)
+                self.remote.submit([(i.nodeid, i.task, i.candidate) for i in items])
+                return
             judge = self.judge()
             for item in items:
                 if judge.unavailable(item.candidate) is None:
                     judge.builds.submit(item.candidate, judge.gpu, item.task)
             self.progress.started(len(items))
 
+    def _say(self, text: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and self.config.get_verbosity() >= 0:
+            reporter.write_line(f"cudal1: {text}")
+
+    def judge_config(self) -> Any:
+        """The settings every judge of this run shares (here, or in each Ray actor)."""
+        from pytest_cudal1.judge import JudgeConfig
+        from pytest_cudal1.timing import TimingConfig
+
+        return JudgeConfig(
+            seed=self.seed, workdir=self.cache_dir, judge_seed=setting(self.config, "judge-seed"),
+            trials=setting(self.config, "trials"),
+            call_timeout=setting(self.config, "call-timeout"),
+            compile_timeout=setting(self.config, "compile-timeout"),
+            timing=TimingConfig(
+                budget_s=setting(self.config, "time-budget"), min_pairs=setting(self.config, "min-pairs"),
+                max_pairs=setting(self.config, "max-pairs"), target_rel_ci=setting(self.config, "target-ci"),
+                call_timeout=setting(self.config, "call-timeout"),
+                graphs=not setting(self.config, "eager-short"),
+            ),
+            custom_kernels_only=setting(self.config, "custom-kernels-only"),
+            peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
+            remeasure_above=setting(self.config, "remeasure-above"),
+            timing_processes=max(1, setting(self.config, "timing-processes")),
+            allow_global=self.allow_global,
+            speedup=speedup_measure(self.config),
+        )
+
     def judge(self) -> Any:
         if self._judge is None:
             from pytest_cudal1 import environment
-            from pytest_cudal1.builds import BuildPool
-            from pytest_cudal1.judge import Judge, JudgeConfig
-            from pytest_cudal1.timing import TimingConfig
+            from pytest_cudal1.builds import BuildPool, build_workers
+            from pytest_cudal1.judge import Judge
+            from pytest_cudal1.scheduling import worker_count
 
             gpu = environment.has_gpu()
-            cfg = JudgeConfig(
-                seed=self.seed, workdir=self.cache_dir, judge_seed=setting(self.config, "judge-seed"),
-                trials=setting(self.config, "trials"),
-                call_timeout=setting(self.config, "call-timeout"),
-                compile_timeout=setting(self.config, "compile-timeout"),
-                timing=TimingConfig(
-                    budget_s=setting(self.config, "time-budget"), min_pairs=setting(self.config, "min-pairs"),
-                    max_pairs=setting(self.config, "max-pairs"), target_rel_ci=setting(self.config, "target-ci"),
-                    call_timeout=setting(self.config, "call-timeout"),
-                    graphs=not setting(self.config, "eager-short"),
-                ),
-                custom_kernels_only=setting(self.config, "custom-kernels-only"),
-                peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
-                remeasure_above=setting(self.config, "remeasure-above"),
-                timing_processes=max(1, setting(self.config, "timing-processes")),
-                allow_global=self.allow_global,
-                speedup=speedup_measure(self.config),
-            )
+            cfg = self.judge_config()
             arch = environment.gpu_facts().get("compute_capability")
-            builds = BuildPool(self.cache_dir, cfg.compile_timeout, arch)
+            builds = BuildPool(self.cache_dir, cfg.compile_timeout, arch, build_workers(worker_count(self.config)))
             from pytest_cudal1.progress import Progress
 
             self.progress = Progress(self.config, builds, cfg.timing.budget_s)
@@ -318,6 +358,8 @@ class CudaL1Session:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self._judge is not None:
             self._judge.close()
+        if self.remote is not None:
+            self.remote.close()
         from pytest_cudal1.benchmark_bridge import judge_only_candidates
 
         judge_only_candidates(self.config)  # pytest-benchmark compared every row in its own sessionfinish
@@ -347,6 +389,8 @@ class CudaL1Session:
             terminalreporter.section("cudal1 verdicts")
             for line in summary_lines(self.records):
                 terminalreporter.write_line(line)
+            for event in self.remote.events if self.remote is not None else []:
+                terminalreporter.write_line(f"cudal1-ray: {event}", yellow=True)
             terminalreporter.write_line(f"ledger: {self.ledger_path}")
             if self.html_path is not None:
                 terminalreporter.write_line(f"report: {self.html_path}")
@@ -402,10 +446,13 @@ class JudgedItem(pytest.Item):
         from pytest_cudal1 import ledger
 
         state: CudaL1Session = self.config.pluginmanager.get_plugin("cudal1-session")
-        nxt = self.next_judged
-        judge = state.judge()
-        state.progress.item(self.nodeid, self.candidate)
-        record = judge.judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
+        if state.remote is not None:  # judged by a Ray actor; recorded here, once
+            record = state.remote.result(self.nodeid)
+        else:
+            nxt = self.next_judged
+            judge = state.judge()
+            state.progress.item(self.nodeid, self.candidate)
+            record = judge.judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
         self.user_properties.append(("cudal1", record.to_json()))  # skipped ones too: the summary shows them
         if not record.verdict.reason.judged:  # unrunnable here (backend, memory): no ledger line, so no reward
             pytest.skip(f"{self.nodeid}: [{record.verdict.reason.value}] {record.verdict.message}")
