@@ -1,4 +1,4 @@
-"""``cudal1-report OUT.html LEDGER_OR_DIR [...]``: merge ledgers and saved runs into one report."""
+"""``cudal1-report OUT.html LEDGER_OR_DIR [...] [--train-log METRICS]``: merge ledgers and saved runs into one report."""
 
 from __future__ import annotations
 
