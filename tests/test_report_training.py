@@ -114,6 +114,8 @@ def test_curves_have_one_point_per_logged_step_with_the_logged_values(train_log:
     # Cheats: one line per reason the judge caught (honest failures are not cheats), 0 where none.
     cheats = chart(rl, "cheats")
     assert {g.attrs["data-series"] for g in cheats.find_all("g")} == {ALIAS.value, TIMER.value}
+    legend = rl.find("figure", data_chart="cheats").find_all("span", data_series=True)
+    assert [s.attrs["data-series"] for s in legend] == [ALIAS.value, TIMER.value]
     assert [p[1] for p in points(cheats, ALIAS.value)] == [2, 1, 0, 0]
     assert [p[1] for p in points(cheats, TIMER.value)] == [0, 1, 1, 0]
     # Best speedup so far, per task; GELU has no point before its first success.
