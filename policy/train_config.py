@@ -149,6 +149,7 @@ class TrainConfig:
     db: str = "cudal1-train.sqlite"
     workdir: str = "cudal1-train-work"  # the judge's builds, logs and candidate files
     output_dir: str = "cudal1-train-out"  # checkpoints, final models, the metrics log
+    report: str | None = None  # the HTML report written at the end; None: OUTPUT/report.html; "": none
     resume: bool = False
     seed: int = 0
     use_cpu: bool = False
@@ -210,7 +211,8 @@ class TrainConfig:
             self.prompts.template_dir))
         return dataclasses.replace(
             self, model=model, tasks=self.tasks and at(self.tasks), ledger=at(self.ledger), db=at(self.db),
-            workdir=at(self.workdir), output_dir=at(self.output_dir), environment=env, sft=sft, prompts=prompts)
+            workdir=at(self.workdir), output_dir=at(self.output_dir), report=self.report and at(self.report),
+            environment=env, sft=sft, prompts=prompts)
 
 
 def from_dict(cls: type, data: Any, where: str = "") -> Any:

@@ -11,7 +11,8 @@
 
 Every judged answer of every stage goes to the ledger and the exemplar database
 (``JudgingSession``), and each step's metrics to ``OUTPUT/metrics.jsonl``.
-Each stage saves its final model to ``OUTPUT/<stage>/final``; with ``resume``,
+At the end, ``OUTPUT/report.html`` (``report``) shows the ledger's records and
+the metrics as training curves. Each stage saves its final model to ``OUTPUT/<stage>/final``; with ``resume``,
 finished stages are skipped (their model is loaded) and RL continues from its
 last checkpoint. trl, transformers, peft and datasets are imported here only,
 inside functions: the rest of the package works without the ``train`` extra.
@@ -36,6 +37,8 @@ from policy.sampler import BucketSampler
 from policy.train_config import STAGES, JudgeSettings, TrainConfig
 from policy.train_log import MetricsLog, read
 from pytest_cudal1 import environment as machine
+from pytest_cudal1 import ledger
+from pytest_cudal1.report import build_report
 
 DONE = "DONE"
 
@@ -48,6 +51,7 @@ class TrainResult:
     stages_run: list[str]
     metrics_log: Path
     ledger: Path
+    report: Path | None = None  # None: not configured, or it could not be written (the console says why)
 
 
 def select_tasks(config: TrainConfig) -> list[Task]:
@@ -121,7 +125,25 @@ def run_training(config: TrainConfig, environment: Environment | None = None,
                 ran.append(stage)
         finally:
             session.close()
-    return TrainResult(model, ran, log.path, Path(config.ledger))
+    return TrainResult(model, ran, log.path, Path(config.ledger), write_report(config, log.path, console))
+
+
+def write_report(config: TrainConfig, metrics_log: Path, console: TextIO | None) -> Path | None:
+    """The HTML report of the run's ledger and training curves; a failure to render is printed, never raised."""
+    if config.report == "":
+        return None
+    out = Path(config.report) if config.report else Path(config.output_dir) / "report.html"
+    try:
+        records = list(ledger.read(config.ledger)) if Path(config.ledger).exists() else []
+        path = build_report(records, out, f"cudal1-train: {config.model}", sources=[config.ledger],
+                            metrics_log=metrics_log if metrics_log.exists() else None)
+    except Exception as exc:  # the trained model and its records matter more than their page
+        if console is not None:
+            print(f"[cudal1-train] report not written ({out}): {type(exc).__name__}: {exc}", file=console)
+        return None
+    if console is not None:
+        print(f"[cudal1-train] report: {path}", file=console)
+    return path
 
 
 def refill(reward: JudgeReward, log_path: Path) -> None:

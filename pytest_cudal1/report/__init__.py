@@ -27,6 +27,7 @@ The package, one concern per module: ``loading`` (records in and how each is
 classed), ``figures`` (statistics), ``charts`` (SVG geometry), ``tables`` (the
 page's rows and context), ``optimizer`` (the optimizer's view: best speedup by
 round against the built-in baselines, and where each best came from),
+``training`` (``cudal1-train``'s metrics log as curves per stage, with ``metrics_log=``),
 ``render`` (formats, templates, the atomic write) and ``cli``.
 """
 

@@ -1,10 +1,10 @@
-"""The inline SVG charts' geometry: log axes, histograms, per-task bars and GPU-vs-GPU scatters."""
+"""The inline SVG charts' geometry: log and linear axes, histograms, per-task bars and GPU-vs-GPU scatters."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from pytest_cudal1.records import JudgedRecord
 from pytest_cudal1.report.figures import GpuInfo, best_per_task, correct_speedups, judged, usable_speedup
@@ -30,6 +30,37 @@ class LogAxis:
         k0, k1 = round(math.log2(self.lo)), round(math.log2(self.hi))
         step = max(1, math.ceil((k1 - k0) / 10))
         return [(self(2.0 ** k), fmt_factor(2.0 ** k)) for k in range(k0, k1 + 1, step)]
+
+
+class LinearAxis:
+    """A linear axis over ``values`` onto pixels a..b, ticks at round steps (1, 2 or 5 × 10^k).
+
+    The ends are widened to whole ticks, or, ``tight``, are the data's own (an x axis of steps);
+    ``integer``: ticks at whole numbers only; ``fmt`` writes a tick's label.
+    """
+
+    def __init__(self, values: Iterable[float], a: float, b: float, integer: bool = False, tight: bool = False,
+                 fmt: Callable[[float], str] = lambda v: f"{v:g}") -> None:
+        vals = [v for v in values if math.isfinite(v)] or [0.0]
+        lo, hi = min(vals), max(vals)
+        if hi <= lo:
+            lo, hi = (lo - 1, hi + 1) if lo else (0.0, 1.0)
+        raw = (hi - lo) / 5
+        k = 10.0 ** math.floor(math.log10(raw))
+        self.step = next(m * k for m in (1, 2, 5, 10) if m * k >= raw - 1e-12)
+        if integer:
+            self.step = max(1.0, round(self.step))
+        self.lo = lo if tight else math.floor(lo / self.step + 1e-9) * self.step
+        self.hi = hi if tight else math.ceil(hi / self.step - 1e-9) * self.step
+        self.a, self.b, self.fmt = a, b, fmt
+
+    def __call__(self, v: float) -> float:
+        v = min(max(v, self.lo), self.hi)
+        return round(self.a + (v - self.lo) / (self.hi - self.lo) * (self.b - self.a), 2)
+
+    def ticks(self) -> list[tuple[float, str]]:
+        first, last = math.ceil(self.lo / self.step - 1e-9), math.floor(self.hi / self.step + 1e-9)
+        return [(self(k * self.step), self.fmt(round(k * self.step, 10))) for k in range(first, last + 1)]
 
 
 def fmt_factor(v: float) -> str:

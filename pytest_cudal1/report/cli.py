@@ -1,4 +1,4 @@
-"""``cudal1-report OUT.html LEDGER_OR_DIR [...]``: merge ledgers and saved runs into one report."""
+"""``cudal1-report OUT.html LEDGER_OR_DIR [...] [--train-log METRICS]``: merge ledgers and saved runs into one report."""
 
 from __future__ import annotations
 
@@ -24,8 +24,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, default=None, metavar="PATH",
                         help="the exemplar database (--cudal1-db): the optimizer view shows the exemplars "
                              "its best candidates were shown")
+    parser.add_argument("--train-log", type=Path, default=None, metavar="PATH",
+                        help="a cudal1-train run's metrics.jsonl: adds the Training section's curves")
     args = parser.parse_args(argv)
     missing = [str(p) for p in [*args.inputs, *([args.db] if args.db else [])] if not p.exists()]
+    if args.train_log is not None and not args.train_log.is_file():
+        missing.append(str(args.train_log))
     if missing:
         parser.error("no such file or folder: " + ", ".join(missing))
     records: list[JudgedRecord] = []
@@ -42,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not records:
         print("cudal1-report: no judged records found in " + ", ".join(map(str, args.inputs)), file=sys.stderr)
         return 1
-    path = build_report(records, args.out, args.title, sources=used, db_path=args.db)
+    path = build_report(records, args.out, args.title, sources=used, db_path=args.db, metrics_log=args.train_log)
     print(f"cudal1-report: wrote {path} ({len(records)} records from {len(used)} file(s), "
           f"{len(gpus_of(records))} GPU(s))")
     return 0

@@ -87,22 +87,26 @@ def _environment() -> Any:
 
 def render_report(records: Iterable[JudgedRecord | Mapping[str, Any]], title: str | None = None,
                   sources: Sequence[str] = (), commit: str | None = None,
-                  db_path: str | os.PathLike[str] | None = None) -> str:
+                  db_path: str | os.PathLike[str] | None = None,
+                  metrics_log: str | os.PathLike[str] | None = None) -> str:
     """The report page as a string."""
-    context = build_context(records, title, sources, commit, db_path)
+    context = build_context(records, title, sources, commit, db_path, metrics_log)
     return _environment().get_template("report.html.j2").render(**context)
 
 
 def build_report(records: Iterable[JudgedRecord | Mapping[str, Any]], out: str | os.PathLike[str],
                  title: str | None = None, *, sources: Sequence[str] = (), commit: str | None = None,
-                 db_path: str | os.PathLike[str] | None = None) -> Path:
+                 db_path: str | os.PathLike[str] | None = None,
+                 metrics_log: str | os.PathLike[str] | None = None) -> Path:
     """Write the report for ``records`` (``JudgedRecord`` or ``to_json()`` dicts) to ``out``; return its path.
 
     ``db_path``: the exemplar database (``--cudal1-db``) where the optimizer view finds the exemplars
-    its best candidates were shown. The file is replaced atomically, so a reader never sees half a page.
+    its best candidates were shown. ``metrics_log``: a ``cudal1-train`` run's ``metrics.jsonl``, drawn as
+    the Training section's curves (it must exist). The file is replaced atomically, so a reader never sees
+    half a page.
     """
     out = Path(out)
-    html = render_report(records, title, sources, commit, db_path)
+    html = render_report(records, title, sources, commit, db_path, metrics_log)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # created with the umask's mode, like any file
     try:

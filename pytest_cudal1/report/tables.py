@@ -14,6 +14,7 @@ from pytest_cudal1.report.figures import (FAST_P, best_correct, commits_of, flat
                                           judged, judged_time, latest, rejections_by_reason, stats_by_gpu)
 from pytest_cudal1.report.loading import gpu_key, is_cheat, record_from, status
 from pytest_cudal1.report.optimizer import optimizer_view
+from pytest_cudal1.report.training import training_view
 
 _LONG_TEXT_KEYS = ("log_tail", "traceback", "stderr", "stdout", "log")
 
@@ -75,9 +76,10 @@ def needs_evidence(record: JudgedRecord) -> bool:
 
 def build_context(records: Iterable[JudgedRecord | Mapping[str, Any]], title: str | None = None,
                   sources: Sequence[str] = (), commit: str | None = None,
-                  db_path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+                  db_path: str | os.PathLike[str] | None = None,
+                  metrics_log: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Everything the template shows, computed from the records (``db_path``: the exemplar database the
-    optimizer view looks its candidates' parents up in)."""
+    optimizer view looks its candidates' parents up in; ``metrics_log``: a training run's per-step log)."""
     given = [record_from(r) for r in records]
     recs = latest(given)
     gpus = gpu_infos(recs)
@@ -162,5 +164,6 @@ def build_context(records: Iterable[JudgedRecord | Mapping[str, Any]], title: st
         "sources": list(sources), "n_given": len(given), "n_records": len(recs),
         "superseded": len(given) - len(recs),
         "optimizer": optimizer_view(recs, rows, str(db_path) if db_path else None),
+        "training": training_view(metrics_log) if metrics_log is not None else None,
     }
 

@@ -96,6 +96,12 @@ def test_grpo_learns_from_the_judge_to_pick_fast_honest_programs_and_avoid_the_c
     assert all(i["reward"] == -1.5 for i in items if i["reason"] != "OK")
     assert all(i["judge_reward"] == judged[i["candidate_sha256"]].reward for i in items if i["reason"] != "NO_CODE")
     assert sum(not i["reused"] for i in items if i["reason"] != "NO_CODE") == len(judged)
+    # The run's report shows the ledger and the training curves: one reward point per logged step.
+    assert result.report == tmp_path / "out" / "report.html"
+    page = result.report.read_text(encoding="utf-8")
+    assert 'id="training"' in page and all(f'data-candidate="{r.candidate_name}"' in page for r in judged.values())
+    reward_chart = page.split('class="chart" data-chart="reward"', 1)[1].split("</svg>", 1)[0]
+    assert reward_chart.count("<circle") == 30
 
 
 def hashlib_sha(text: str) -> str:
