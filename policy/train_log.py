@@ -51,10 +51,17 @@ class MetricsLog:
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
-    """The log's entries in order (none when the file does not exist yet)."""
+    """The log's entries in order (none when the file does not exist yet); a torn final line (a run killed
+    mid-write) or a foreign line is skipped, as the ledger's reader does."""
     if not Path(path).exists():
         return
     with Path(path).open(encoding="utf-8") as f:
         for line in f:
-            if line.strip():
-                yield json.loads(line)
+            if not line.endswith("\n"):
+                return
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                yield entry

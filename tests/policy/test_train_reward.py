@@ -57,3 +57,12 @@ def test_judge_metrics_flatten_for_trl_log_metric() -> None:
     assert flat_metrics(metrics) == {"judge/success_rate": 0.5, "judge/judge_s_per_completion": 2.0,
                                      "judge/cheat_rate": 0.25, "judge/cheats/OUTPUT_ALIASES_INPUT": 1.0,
                                      "judge/best_speedup/L1/1_ReLU": 1.2}
+
+
+def test_the_metrics_log_reader_skips_a_torn_last_line_and_foreign_lines(tmp_path) -> None:
+    """A run killed mid-write leaves a torn line; resume refills its reward window from the rest."""
+    from policy.train_log import read
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 0}\nnot json\n[1, 2]\n{"step": 1}\n{"step": 2, "rew', encoding="utf-8")
+    assert [e["step"] for e in read(log)] == [0, 1]
