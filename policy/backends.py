@@ -90,3 +90,10 @@ class BuiltinBackend:
         return [Completion(text) for text in answers] + \
             [Completion("", finish_reason="error", error="the built-in policy has no further rewrite for this task")
              for _ in range(request.n - len(answers))]
+
+
+def make_backend(spec: str) -> GenerationBackend:
+    """The backend a ``--cudal1-policy`` spec names; this version knows only ``builtin``."""
+    if spec == "builtin":
+        return BuiltinBackend()
+    raise ValueError(f"unknown policy {spec!r} (known: builtin)")
