@@ -69,6 +69,12 @@ class OptimizerPlugin:
             self._import(tasks, cache_dir)
         return self._db
 
+    def reconcile(self, tasks: list[Any], cache_dir: Path, ledger: Path) -> None:
+        """Resume: the ledger line is written before the database row, so a kill between the two left a line
+        the database lacks; importing the run's ledger adds it (rows already there are unchanged)."""
+        if self.settings.resume and ledger.is_file():
+            self._db.import_ledger(ledger, tasks, search=[cache_dir])
+
     def _import(self, tasks: list[Any], cache_dir: Path) -> None:
         """``--cudal1-import`` ledgers become rows; only this judge's OK on this GPU is ever an exemplar."""
         for name in filter(None, (p.strip() for p in (setting(self.config, "import") or "").split(","))):
@@ -122,6 +128,7 @@ def task_collectors(session: pytest.Session, tasks: list[Any], cache_dir: Path) 
     """One collector per task holding its ``optimize`` item; opens the database first (usage errors early)."""
     plugin: OptimizerPlugin = session.config.pluginmanager.get_plugin(PLUGIN)
     plugin.db(tasks, cache_dir)
+    plugin.reconcile(tasks, cache_dir, session.config.pluginmanager.get_plugin("cudal1-session").ledger_path)
     try:
         plugin.backend()
     except ValueError as exc:

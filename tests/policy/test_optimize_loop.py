@@ -66,7 +66,8 @@ def optimized(tmp_path_factory: pytest.TempPathFactory):
     cache = root / "cache"
     hand = run_pytest(root, *LOOP, f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}",
                       f"--cudal1-cache-dir={cache}", "--cudal1-ledger=hand.jsonl")
-    assert sorted(reason(r) for r in read_ledger(root / "hand.jsonl")) == ["OK", "WRONG_OUTPUT"], hand.stdout.str()
+    verdicts = {r["candidate_name"]: reason(r) for r in read_ledger(root / "hand.jsonl")}
+    assert verdicts["hand_ok"] == "OK" and verdicts["hand_wrong"] != "OK", hand.stdout.str()
     t0 = time.monotonic()
     result = run_pytest(root, *LOOP, "--cudal1-optimize", f"--cudal1-tasks={tasks}", f"--cudal1-cache-dir={cache}",
                         "--cudal1-import=hand.jsonl", "--cudal1-rounds=1", "--cudal1-per-round=4",
@@ -100,7 +101,7 @@ def test_imported_ledger_seeds_only_its_correct_candidate(optimized) -> None:
     with ExemplarDB(cache / "exemplars.sqlite") as db:
         rows = {r.record["candidate_name"]: r for r in db.all()}
         hand = rows["hand_ok"]
-        assert rows["hand_wrong"].reason == "WRONG_OUTPUT"
+        assert rows["hand_wrong"].reason != "OK"
         successes = [e.record["candidate_name"] for e in db.successes(hand.task_sha256, hand.gpu)]
     assert "hand_ok" in successes and "hand_wrong" not in successes
     records = [r for r in read_ledger(root / "cudal1-ledger.jsonl") if r.get("origin")]
@@ -149,7 +150,7 @@ def test_a_killed_run_leaves_database_ledger_and_output_consistent_and_resumes(t
     assert len(consistent(tmp_path / "cudal1-optimized")) == 1
     assert json.loads(state.read_text())["rounds_done"] == 1
 
-    resumed = run_pytest(tmp_path, *args[4:], "--cudal1-resume", timeout=900)
+    resumed = run_pytest(tmp_path, *args[5:], "--cudal1-resume", timeout=900)
     assert resumed.ret == pytest.ExitCode.OK, resumed.stdout.str()[-3000:]
     lines = read_ledger(tmp_path / "cudal1-ledger.jsonl")
     new = lines[3:]
