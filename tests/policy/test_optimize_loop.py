@@ -82,7 +82,7 @@ def test_the_builtin_policy_improves_a_task_and_keeps_its_best(optimized) -> Non
     assert len(records) == 4 and all(r["origin"]["round"] == 1 and r["origin"]["policy"] == "builtin"
                                       for r in records)
     best = max((r for r in records if r["passed"]), key=lambda r: r["reward"])
-    assert best["speedup"] > 1.2, [(r["candidate_name"], r["speedup"]) for r in records]  # fusion wins clearly
+    assert best["speedup"] > 1.15, [(r["candidate_name"], r["speedup"]) for r in records]  # fusion wins clearly
     assert consistent(root / "cudal1-optimized") == [f"level1/1_fused/{best['candidate_name']}.py"]
     state = json.loads((root / "cudal1-optimized" / "level1" / "1_fused" / STATE_FILE).read_text())
     assert state["rounds_done"] == 1 and state["best"]["candidate_name"] == best["candidate_name"]
@@ -91,7 +91,7 @@ def test_the_builtin_policy_improves_a_task_and_keeps_its_best(optimized) -> Non
     assert "cudal1: L1/1_fused::optimize: round 1/1: tried 4, OK" in text
     assert text.index("cudal1 verdicts") < text.index("cudal1 optimizer")
     assert "r1_c0" in text and "optimized: 1 of 1 task(s) above 1.01x (kernel)" in text
-    assert "L1/1_fused::r1_c0" in (root / "report.html").read_text(encoding="utf-8")
+    assert f"/{best['candidate_name']}.py" in (root / "report.html").read_text(encoding="utf-8")
     print(f"optimizer run: {seconds:.0f} s for 4 built-in rewrites")
 
 
