@@ -191,3 +191,31 @@ def test_optimize_items_are_one_per_selected_task(pytester: pytest.Pytester) -> 
     bad.stderr.fnmatch_lines(["*--cudal1-policy: unknown policy 'nonsense'*"])
     assert pytester.runpytest("--cudal1-optimize", "--cudal1-rounds=0", "--collect-only").ret == \
         pytest.ExitCode.USAGE_ERROR
+
+
+class _Unreachable:
+    """A backend whose server never answers: every ``generate`` raises, as a refused connection does."""
+
+    name = "openai:http://127.0.0.1:9/v1"
+
+    def generate(self, requests, settings):
+        raise ConnectionError("connection refused by 127.0.0.1:9")
+
+
+def test_a_failing_backend_costs_its_rounds_and_the_loop_goes_on(tmp_path: Path) -> None:
+    from kernelbench.loaders import load_tasks
+    from policy.judging import JudgingSession
+    from policy.optimizer import OptimizerSettings, OutputDir, TaskOptimizer
+    from policy.prompts import PromptBuilder
+
+    task = next(t for t in load_tasks(None)[0] if t.id == "L1/1_ReLU")
+    with ExemplarDB(tmp_path / "db.sqlite") as db:
+        # Nothing is generated, so nothing reaches the judge: the session needs none.
+        session = JudgingSession(None, tmp_path / "ledger.jsonl", db, tmp_path / "cands")
+        optimizer = TaskOptimizer(task, _Unreachable(), session, db, PromptBuilder(), OutputDir(tmp_path / "out"),
+                                  OptimizerSettings(policy=_Unreachable.name, rounds=3, per_round=2), "cpu", "the CPU")
+        progress = optimizer.run()
+    assert (progress.rounds_done, progress.generation_failures, progress.tried) == (3, 6, 0)
+    assert progress.last_failure == "openai:http://127.0.0.1:9/v1: ConnectionError: connection refused by 127.0.0.1:9"
+    assert not (tmp_path / "ledger.jsonl").exists()  # a failed generation is no answer: no ledger line
+    assert len(list((tmp_path / "out" / "prompts").glob("*.md"))) == 1  # the same prompt each round, kept once
