@@ -47,12 +47,15 @@ class JudgingSession:
     """A ``Judge`` plus where its verdicts go: the ledger, the exemplar database, the candidate files."""
 
     def __init__(self, judge: Any, ledger_path: Path, db: ExemplarDB | None, candidates_root: Path,
-                 on_record: Callable[[JudgedRecord], None] | None = None) -> None:
+                 on_record: Callable[[JudgedRecord], None] | None = None,
+                 on_judging: Callable[[str, Candidate], None] | None = None) -> None:
         self.judge = judge
         self.ledger_path = ledger_path
         self.db = db
         self.candidates_root = candidates_root
         self.on_record = on_record  # e.g. the pytest session: summary, report and benchmark rows
+        self.on_judging = on_judging  # (item id, candidate) before each judgment: progress lines name it
+        self.exemplar_ids: dict[str, int] = {}  # candidate_sha256 -> its database row, for a child's parents
 
     @classmethod
     def standalone(cls, workdir: Path, ledger_path: Path, db: ExemplarDB | None, seed: int = 0,
@@ -68,14 +71,23 @@ class JudgingSession:
     def close(self) -> None:
         self.judge.close()
 
-    def judge_attempts(self, task: Task, attempts: Sequence[Attempt]) -> list[JudgedRecord]:
-        """Build every attempt's code at once, then judge each in order; one record per attempt."""
+    def judge_attempts(self, task: Task, attempts: Sequence[Attempt],
+                       stop: Callable[[], bool] | None = None) -> list[JudgedRecord]:
+        """Build every attempt's code at once, then judge each in order; one record per attempt judged.
+
+        ``stop`` is asked before each judgment (a time budget): once it says so, the
+        remaining attempts are left unjudged and have no record.
+        """
         candidates = [self._write(task, a) if isinstance(a.code, str) else None for a in attempts]
         for cand in candidates:
             if cand is not None and self.judge.unavailable(cand) is None:
                 self.judge.builds.submit(cand, self.judge.gpu, task)
         records = []
         for i, (attempt, cand) in enumerate(zip(attempts, candidates)):
+            if stop is not None and stop():
+                break
+            if cand is not None and self.on_judging is not None:
+                self.on_judging(f"{task.id}::{attempt.name}", cand)
             upcoming = next(((task, c) for c in candidates[i + 1:] if c is not None), None)
             record = self._no_code(task, attempt) if cand is None else self.judge.judge(task, cand, upcoming)
             record.origin = dict(attempt.origin)
@@ -105,7 +117,7 @@ class JudgingSession:
             ledger.append(self.ledger_path, record)
             if self.db is not None and cand is not None:
                 o = record.origin or {}
-                self.db.add(record.to_json(), cand.source, task,
+                self.exemplar_ids[record.candidate_sha256] = self.db.add(record.to_json(), cand.source, task,
                             Origin(policy=str(o.get("policy", "unknown")), round=o.get("round"),
                                    parents=tuple(o.get("parents", ())), prompt_sha256=o.get("prompt_sha256")))
         if self.on_record is not None:

@@ -53,6 +53,22 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("allow-global", "string", None, "comma-separated algorithm-selection flags a candidate may set process-wide "
                                      "(cudnn.benchmark, cudnn.deterministic, cudnn.enabled, deterministic_algorithms); "
                                      "the record names those it set"),
+    # pytest --cudal1-optimize (pytest_cudal1.optimize, policy.optimizer)
+    ("optimize", "bool", False, "run the optimizer: rounds of generated candidates per selected task, judged, "
+                                "the best kept in --cudal1-out"),
+    ("policy", "string", "builtin", "generation backend spec: builtin, openai:URL?model=NAME, hf:PATH, vllm:PATH"),
+    ("rounds", "int", 2, "optimizer rounds per task"),
+    ("per-round", "int", 4, "candidates generated per round (k)"),
+    ("turns", "int", 1, "turns per round: each later turn sends every answer back with its verdict (refinement)"),
+    ("task-budget", "float", 30.0, "seconds per task after which the optimizer judges nothing more (0: no limit)"),
+    ("out", "string", "cudal1-optimized", "where the best candidate per task goes (levelN/<task>/<name>.py + .json)"),
+    ("resume", "bool", False, "continue earlier optimizer runs: rounds done are not redone, judged code not re-judged"),
+    ("db", "string", None, "exemplar database (SQLite; default: <cache-dir>/exemplars.sqlite)"),
+    ("exemplars", "int", 2, "earlier successes shown in each contrastive prompt (N)"),
+    ("tau", "float", 2.0, "bucket-sampling temperature for exemplars (benchmarks/tau_sweep.py)"),
+    ("import", "string", None, "comma-separated ledgers imported as exemplars at start (this judge's OK on this GPU only)"),
+    ("temperature", "float", 1.0, "sampling temperature of model backends"),
+    ("max-tokens", "int", 8192, "most tokens a model backend may generate per answer"),
 ]
 
 
@@ -138,13 +154,15 @@ def speedup_measure(config: pytest.Config) -> str:
 
 
 def enabled(config: pytest.Config) -> bool:
-    return bool(config.getoption("cudal1") or setting(config, "tasks") or setting(config, "candidates"))
+    return bool(config.getoption("cudal1") or setting(config, "tasks") or setting(config, "candidates")
+                or setting(config, "optimize"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark opens its storage
 def pytest_configure(config: pytest.Config) -> None:
     # Not "cudal1": -k matches marker names by substring, and "-k L1" would then select every item.
     config.addinivalue_line("markers", "judged: a judged (task, candidate) pair")
+    config.addinivalue_line("markers", "optimize: a task the optimizer works on (--cudal1-optimize)")
     for level in range(1, 5):
         config.addinivalue_line("markers", f"level{level}: KernelBench level {level} task")
     from pytest_cudal1.candidates import BACKENDS
@@ -166,6 +184,10 @@ def pytest_configure(config: pytest.Config) -> None:
         session = CudaL1Session(config)
         session.selection = take_item_ids(config)
         config.pluginmanager.register(session, "cudal1-session")
+        if setting(config, "optimize"):  # registered after the session: its table prints after the verdicts
+            from pytest_cudal1.optimize import PLUGIN, OptimizerPlugin
+
+            config.pluginmanager.register(OptimizerPlugin(config), PLUGIN)
 
 
 ITEM_ID = re.compile(r"^L\d+/[^:\s]+(::.+)?$")
@@ -229,7 +251,10 @@ class CudaL1Session:
         for collector in self._collectors(session):
             items.extend(session.genitems(collector))
         if self.selection:
-            keep = [i for i in items if not isinstance(i, (JudgedItem, LoadErrorItem)) or self._selected(i.nodeid)]
+            from pytest_cudal1.optimize import OptimizeItem
+
+            keep = [i for i in items if not isinstance(i, (JudgedItem, LoadErrorItem, OptimizeItem))
+                    or self._selected(i.nodeid)]
             config.hook.pytest_deselected(items=[i for i in items if i not in keep])
             items[:] = keep
 
@@ -248,10 +273,13 @@ class CudaL1Session:
         # Without --cudal1-tasks the bundled set is the task set, for your candidates too.
         tasks, errors = load_tasks(tasks_path)
         self.searched = f"--cudal1-tasks={tasks_path}" if tasks_path else f"the bundled set ({BUNDLED_TASKS})"
+        optimize = setting(self.config, "optimize")
+        if optimize and cands_path:
+            raise pytest.UsageError("--cudal1-optimize makes its own candidates: drop --cudal1-candidates")
         if cands_path:
             candidates, cerrors = load_candidates(cands_path)
             errors += cerrors
-        elif tasks_path is None:
+        elif tasks_path is None and not optimize:
             candidates, cerrors = load_candidates(BUNDLED_TASKS.parent / "candidates")
             errors += cerrors
         else:
@@ -265,11 +293,15 @@ class CudaL1Session:
             tasks = [t for t in tasks if t.level in wanted]
             if candidates is not None:
                 candidates = [c for c in candidates if (c.task.level if c.task else c.level) in wanted]
-        pairs, self.unmatched = pair(tasks, candidates)
         collectors: list[pytest.Collector] = []
         if errors:
             collectors.append(LoadErrorCollector.from_parent(session, name="cudal1-load-errors",
                                                              nodeid="cudal1-load-errors", errors=errors))
+        if optimize:
+            from pytest_cudal1.optimize import task_collectors
+
+            return collectors + task_collectors(session, tasks, self.cache_dir)
+        pairs, self.unmatched = pair(tasks, candidates)
         by_task: dict[str, list[Any]] = {}
         for task, cand in pairs:
             by_task.setdefault(task.id, []).append((task, cand))
@@ -353,7 +385,9 @@ class CudaL1Session:
                 self.records.append(value)
                 from pytest_cudal1.benchmark_bridge import add_record
 
-                add_record(self.config, report.nodeid, value)
+                # An optimizer item judges many candidates: one benchmark group each.
+                group = report.nodeid if value.get("origin") is None else f"{value['task_id']}::{value['candidate_name']}"
+                add_record(self.config, group, value)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self._judge is not None:
