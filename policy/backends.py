@@ -71,6 +71,9 @@ class GenerationBackend(Protocol):
         ...
 
 
+FIRST_REWRITE = builtin.Rewrite(("compile_default",))
+
+
 class BuiltinBackend:
     """The built-in rewrites as a backend: first-round single steps, then combinations of the exemplars' steps.
 
@@ -92,8 +95,10 @@ class BuiltinBackend:
         # Exemplars come best first: rank them so next_round combines the best; untried single steps follow.
         combos = builtin.next_round({r: float(len(shown) - i) for i, r in enumerate(shown)})
         singles = [r for r in builtin.first_round(request.task) if r not in shown and r not in combos]
-        rng.shuffle(singles)
-        proposals = combos + singles
+        # torch.compile's default first (the rewrite engineers try first), the other single steps in random order.
+        first, rest = [r for r in singles if r == FIRST_REWRITE], [r for r in singles if r != FIRST_REWRITE]
+        rng.shuffle(rest)
+        proposals = combos + first + rest
         answers = [f"```python\n{builtin.render(request.task, r)}\n```\n" for r in proposals[: request.n]]
         return [Completion(text) for text in answers] + \
             [Completion("", finish_reason="error", error="the built-in policy has no further rewrite for this task")

@@ -29,6 +29,9 @@ def test_first_round_answers_are_distinct_single_steps_parsed_like_model_answers
     assert len(set(got)) == 3 and all(Rewrite(s) in first_round(CONV) for s in got)
     assert extract_code(answers[0].text) == render(CONV, Rewrite(got[0]))
     assert backend.generate([request(3)], SamplingSettings(seed=4)) == [answers]  # the seed decides
+    # torch.compile's default always comes first, whatever the seed: with a small budget it is the one judged.
+    assert {steps(BuiltinBackend().generate([request(1)], SamplingSettings(seed=s))[0][0]) for s in range(8)} == \
+        {("compile_default",)}
 
 
 def test_later_rounds_combine_the_exemplars_steps_first() -> None:
