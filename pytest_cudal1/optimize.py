@@ -51,6 +51,8 @@ class OptimizerPlugin:
             resume=setting(config, "resume"))
         self.tasks: list[dict[str, Any]] = []  # each finished item's TaskProgress, for the final table
         self._db: Any = None
+        self.db_path: Path | None = None
+        self.trained: str | None = None  # --cudal1-train's outcome, for the final table
         self._backend: Any = None
         self.run_stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{id(self) % 10**6}"
 
@@ -62,6 +64,7 @@ class OptimizerPlugin:
             path = _path(self.config, setting(self.config, "db")) if setting(self.config, "db") else \
                 cache_dir / "exemplars.sqlite"
             path.parent.mkdir(parents=True, exist_ok=True)
+            self.db_path = path
             try:
                 self._db = ExemplarDB(path)
             except ExemplarDBError as exc:
@@ -104,6 +107,8 @@ class OptimizerPlugin:
 
     @pytest.hookimpl(trylast=True)  # registered after the session: printed after its verdict table
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.trained:
+            terminalreporter.write_line(self.trained)
         if not self.tasks:
             return
         from policy.optimizer import rejected_text, speed, speedups_text
@@ -133,7 +138,73 @@ def task_collectors(session: pytest.Session, tasks: list[Any], cache_dir: Path) 
         plugin.backend()
     except ValueError as exc:
         raise pytest.UsageError(f"--cudal1-policy: {exc}") from None
-    return [OptimizeCollector.from_parent(session, name=t.id, nodeid=t.id, task=t) for t in tasks]
+    collectors: list[pytest.Collector] = [OptimizeCollector.from_parent(session, name=t.id, nodeid=t.id, task=t)
+                                          for t in tasks]
+    if setting(session.config, "train"):
+        collectors.append(TrainCollector.from_parent(session, name="cudal1-train", nodeid="cudal1-train",
+                                                     train=train_config(session.config), tasks=tasks))
+    return collectors
+
+
+def train_config(config: pytest.Config) -> Any:
+    """``--cudal1-train``'s file, read now: a bad config is a usage error before any task is optimized."""
+    from policy.train_config import ConfigError, TrainConfig
+
+    if getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--cudal1-train trains after the optimizer's items in one process: drop -n")
+    try:
+        return TrainConfig.from_file(_path(config, setting(config, "train")))
+    except ConfigError as exc:
+        raise pytest.UsageError(f"--cudal1-train: {exc}") from None
+
+
+class TrainCollector(pytest.Collector):
+    """Collected after every task's collector, so training starts once the optimizer's items are done."""
+
+    def __init__(self, *, train: Any, tasks: list[Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.train = train
+        self.tasks = tasks
+
+    def collect(self) -> list[pytest.Item]:
+        return [TrainItem.from_parent(self, name="train", train=self.train, tasks=self.tasks)]
+
+
+class TrainItem(pytest.Item):
+    """``cudal1-train::train``: ``policy.trainer.run_training`` on the optimizer's ledger and database.
+
+    The config's own ledger and database are replaced by the run's, so the trainer starts from every
+    exemplar the optimizer stored and its judged completions land beside them; without ``task_ids`` it
+    trains on the tasks this run optimized. ``-k`` that selects any of those tasks keeps this item.
+    """
+
+    def __init__(self, *, train: Any, tasks: list[Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.train = train
+        self.tasks = tasks
+        self.add_marker("optimize")
+        self.extra_keyword_matches.update(t.id for t in tasks)
+        self.extra_keyword_matches.update(t.name for t in tasks)
+
+    def runtest(self) -> None:
+        import dataclasses
+
+        from policy.trainer import run_training
+
+        state = self.config.pluginmanager.get_plugin("cudal1-session")
+        opt: OptimizerPlugin = self.config.pluginmanager.get_plugin(PLUGIN)
+        selected = [i.task.id for i in self.session.items if isinstance(i, OptimizeItem)]
+        tasks = setting(self.config, "tasks")
+        config = dataclasses.replace(
+            self.train, ledger=str(state.ledger_path), db=str(opt.db_path),
+            tasks=self.train.tasks or (str(_path(self.config, tasks)) if tasks else None),
+            task_ids=self.train.task_ids or selected)
+        result = run_training(config, console=_ProgressConsole(state.progress))
+        opt.trained = (f"cudal1-train: stages run {', '.join(result.stages_run) or 'none'}; model in "
+                       f"{config.output_dir}" + (f"; report {result.report}" if result.report else ""))
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return "cudal1-train", None, self.nodeid
 
 
 class OptimizeCollector(pytest.Collector):
@@ -199,6 +270,23 @@ class OptimizeItem(pytest.Item):
 
     def reportinfo(self) -> tuple[str, int | None, str]:
         return self.task.origin, None, self.nodeid
+
+
+class _ProgressConsole:
+    """The trainer's console lines through the session's progress (shown while pytest captures output)."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in filter(None, lines):
+            self.progress.line(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
 
 
 def round_line(nodeid: str, p: Any, rnd: int, rounds: int) -> str:

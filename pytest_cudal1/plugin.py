@@ -69,6 +69,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("import", "string", None, "comma-separated ledgers imported as exemplars at start (this judge's OK on this GPU only)"),
     ("temperature", "float", 1.0, "sampling temperature of model backends"),
     ("max-tokens", "int", 8192, "most tokens a model backend may generate per answer"),
+    ("train", "string", None, "with --cudal1-optimize: then train per this cudal1-train config (TOML/JSON) on what "
+                              "the optimizer stored (its ledger and exemplar database; the optimized tasks)"),
 ]
 
 

@@ -219,3 +219,31 @@ def test_a_failing_backend_costs_its_rounds_and_the_loop_goes_on(tmp_path: Path)
     assert progress.last_failure == "openai:http://127.0.0.1:9/v1: ConnectionError: connection refused by 127.0.0.1:9"
     assert not (tmp_path / "ledger.jsonl").exists()  # a failed generation is no answer: no ledger line
     assert len(list((tmp_path / "out" / "prompts").glob("*.md"))) == 1  # the same prompt each round, kept once
+
+
+def test_training_after_the_optimizer_starts_from_its_exemplars(optimized, tmp_path: Path) -> None:
+    """``--cudal1-optimize --cudal1-train``: the trainer's SFT stage fine-tunes on the successes the optimizer
+    stored (its database, its ledger), after the optimizer's items (here resumed: no round left to run)."""
+    pytest.importorskip("trl")
+    import torch
+    from safetensors.torch import load_file
+    from tiny_model import build_tiny_model
+
+    root, tasks, cache, _, _ = optimized
+    model = build_tiny_model(tmp_path / "model", tied=False, chat=False)
+    before = load_file(str(model / "model.safetensors"))
+    config = tmp_path / "train.toml"
+    config.write_text(f'model = "{model}"\noutput_dir = "{tmp_path / "out"}"\nworkdir = "{tmp_path / "work"}"\n'
+                      'use_cpu = true\nbf16 = false\n[sft]\nepochs = 2\nlearning_rate = 0.05\nmax_length = 4096\n'
+                      '[rl]\nenabled = false\n', encoding="utf-8")
+    result = run_pytest(root, *LOOP, "--cudal1-optimize", f"--cudal1-tasks={tasks}", f"--cudal1-cache-dir={cache}",
+                        "--cudal1-rounds=1", "--cudal1-resume", f"--cudal1-train={config}", "-k", "fused",
+                        timeout=900)
+    text = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, text[-4000:]
+    assert "cudal1-train: stages run sft" in text, text[-3000:]
+    after = load_file(str(tmp_path / "out" / "sft" / "final" / "model.safetensors"))
+    assert any(not torch.equal(before[k], after[k]) for k in before), "SFT changed no weight"
+    bad = run_pytest(root, "--cudal1-optimize", f"--cudal1-tasks={tasks}", f"--cudal1-cache-dir={cache}",
+                     f"--cudal1-train={tmp_path / 'nope.toml'}")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR and "--cudal1-train:" in bad.stderr.str()
