@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_cudal1.plugin import setting, speedup_measure
+from pytest_cudal1.options import setting, speedup_measure
 
 PLUGIN = "cudal1-optimizer"
 

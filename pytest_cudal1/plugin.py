@@ -1,6 +1,7 @@
-"""The pytest plugin: options, collection of (task, candidate) items, the terminal summary.
+"""The pytest plugin: its hooks, the per-run session, collection, the terminal summary.
 
-Hooks only; the work is delegated (``judge``, ``ledger``, ``summary``). Nothing
+Hooks only; the settings are in ``options``, the items in ``items``, the work is delegated
+(``judge``, ``ledger``, ``summary``, ``optimize``). Nothing
 heavy is imported at start-up, so ``pytest --help`` stays fast. Judging starts
 when a task or candidate path is given (option or ini) or with ``--cudal1``
 for the bundled set; then, unless test paths are named on the command line,
@@ -16,63 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_cudal1.reasons import Reason
-
-SETTINGS: list[tuple[str, str, Any, str]] = [
-    # (name, type, default, help) -- each is --cudal1-<name> and ini cudal1_<name>.
-    ("tasks", "string", None, "KernelBench tasks: a checkout, a levelN/ folder, a JSONL file or one .py (default: bundled set)"),
-    ("candidates", "string", None, "candidates: a levelN/<problem>/ folder or a JSONL file (default: bundled candidates "
-                                   "for the bundled set, else each task's own reference)"),
-    ("level", "string", None, "comma-separated levels to judge, e.g. 1,2"),
-    ("ledger", "string", "cudal1-ledger.jsonl", "reward ledger (JSONL) to append every judged pair to"),
-    ("trials", "int", 5, "correctness trials per candidate (hypothesis-drawn input recipes)"),
-    ("seed", "int", None, "seed the models' weights are built under (default: random, recorded in the ledger)"),
-    ("judge-seed", "int", None, "seed of recipes, timing inputs, order and audits, to reproduce a run (default: "
-                                "drawn per item after the candidate is built, recorded as judge_seed)"),
-    ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling, constructing ModelNew, "
-                                        "and in its first (warm-up) call"),
-    ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),
-    ("time-budget", "float", 10.0, "seconds of paired timing per candidate and measure (kernel, call), at most"),
-    ("min-pairs", "int", 10, "fewest timed (reference, candidate) pairs"),
-    ("max-pairs", "int", 200, "most timed pairs"),
-    ("target-ci", "float", 0.02, "stop timing once the speedup's 95 percent interval is within this fraction"),
-    ("timing-processes", "int", 1, "time each candidate in this many (reference, candidate) worker-process pairs, "
-                                   "sharing the budget; the interval then covers the spread between processes"),
-    ("eager-short", "bool", False, "time short kernels' batched calls eagerly, not as a replayed CUDA graph"),
-    ("speedup", "string", "kernel", "the measure the reward is taken from: kernel (short calls replayed as CUDA "
-                                    "graphs on both sides) or call (eager calls as a user makes them, launch "
-                                    "included); both are recorded"),
-    ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
-    ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
-    ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
-    ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if they differ by over 1.5x; the lower counts"),
-    ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
-    ("benchmark-tables", "bool", False, "also print pytest-benchmark's timing tables (before the verdicts)"),
-    ("ray", "string", None, "judge on the Ray cluster at this address (host:port): one judge actor per GPU, "
-                            "each isolated as a local judge; this process alone writes the ledger and the report"),
-    ("allow-global", "string", None, "comma-separated algorithm-selection flags a candidate may set process-wide "
-                                     "(cudnn.benchmark, cudnn.deterministic, cudnn.enabled, deterministic_algorithms); "
-                                     "the record names those it set"),
-    # pytest --cudal1-optimize (pytest_cudal1.optimize, policy.optimizer)
-    ("optimize", "bool", False, "run the optimizer: rounds of generated candidates per selected task, judged, "
-                                "the best kept in --cudal1-out"),
-    ("policy", "string", "builtin", "generation backend spec: builtin, openai:URL?model=NAME, hf:PATH, vllm:PATH"),
-    ("rounds", "int", 2, "optimizer rounds per task"),
-    ("per-round", "int", 4, "candidates generated per round (k)"),
-    ("turns", "int", 1, "turns per round: each later turn sends every answer back with its verdict (refinement)"),
-    ("task-budget", "float", 30.0, "seconds per task after which the optimizer judges nothing more (0: no limit)"),
-    ("out", "string", "cudal1-optimized", "where the best candidate per task goes (levelN/<task>/<name>.py + .json)"),
-    ("resume", "bool", False, "continue earlier optimizer runs: rounds done are not redone, judged code not re-judged"),
-    ("db", "string", None, "exemplar database (SQLite; default: <cache-dir>/exemplars.sqlite)"),
-    ("exemplars", "int", 2, "earlier successes shown in each contrastive prompt (N)"),
-    ("tau", "float", 2.0, "bucket-sampling temperature for exemplars (benchmarks/tau_sweep.py)"),
-    ("import", "string", None, "comma-separated ledgers imported as exemplars at start (this judge's OK on this GPU only)"),
-    ("temperature", "float", 1.0, "sampling temperature of model backends"),
-    ("max-tokens", "int", 8192, "most tokens a model backend may generate per answer"),
-    ("train", "string", None, "with --cudal1-optimize: then train per this cudal1-train config (TOML/JSON) on what "
-                              "the optimizer stored (its ledger and exemplar database; the optimized tasks)"),
-]
-
+from pytest_cudal1.items import JudgedItem, LoadErrorCollector, LoadErrorItem, TaskCollector
+from pytest_cudal1.options import SETTINGS, allowed_globals, enabled, setting, speedup_measure
 
 DIST_LEFT_DEFAULT = pytest.StashKey[bool]()
 
@@ -116,48 +62,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(f"--cudal1-{name}", dest=ini, default=None, help=f"{help_text} [ini: {ini}]")
         parser.addini(ini, help=help_text, type="string", default=None if default is None else str(default))
-
-
-def setting(config: pytest.Config, name: str) -> Any:
-    """Command line first, then ini, then the default; converted to the setting's type."""
-    ini = f"cudal1_{name.replace('-', '_')}"
-    kind, default = next((k, d) for n, k, d, _ in SETTINGS if n == name)
-    raw = config.getoption(ini)
-    if raw is None:
-        raw = config.getini(ini)
-    if raw in (None, ""):
-        return default
-    if kind == "bool":
-        return str(raw).lower() in ("1", "true", "yes", "on")
-    try:
-        return {"int": int, "float": float}.get(kind, str)(raw)
-    except ValueError:
-        raise pytest.UsageError(f"--cudal1-{name}: expected {kind}, got {raw!r}") from None
-
-
-def allowed_globals(config: pytest.Config) -> frozenset[str]:
-    """``--cudal1-allow-global`` as the settings' keys; a name that is not an algorithm-selection flag is refused."""
-    from pytest_cudal1.allowances import parse_allowed
-
-    try:
-        return parse_allowed(setting(config, "allow-global"))
-    except ValueError as exc:
-        raise pytest.UsageError(f"--cudal1-allow-global: {exc}") from None
-
-
-def speedup_measure(config: pytest.Config) -> str:
-    """``--cudal1-speedup``, checked against ``reward.MEASURES``."""
-    from pytest_cudal1.reward import MEASURES
-
-    measure = setting(config, "speedup")
-    if measure not in MEASURES:
-        raise pytest.UsageError(f"--cudal1-speedup: expected one of {', '.join(MEASURES)}, got {measure!r}")
-    return measure
-
-
-def enabled(config: pytest.Config) -> bool:
-    return bool(config.getoption("cudal1") or setting(config, "tasks") or setting(config, "candidates")
-                or setting(config, "optimize"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark opens its storage
@@ -404,9 +308,10 @@ class CudaL1Session:
             from pytest_cudal1.report import build_report
 
             path = Path(html)
-            db = setting(self.config, "db") if any(s[0] == "db" for s in SETTINGS) else None  # the optimizer's
+            optimizer = self.config.pluginmanager.get_plugin("cudal1-optimizer")  # its exemplar database, if any
             self.html_path = build_report(self.records, path if path.is_absolute() else
-                                          Path(self.config.invocation_params.dir) / path, db_path=db or None)
+                                          Path(self.config.invocation_params.dir) / path,
+                                          db_path=getattr(optimizer, "db_path", None))
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         return f"cudal1: seed {self.seed}, ledger {self.ledger_path}"
@@ -430,96 +335,3 @@ class CudaL1Session:
             terminalreporter.write_line(f"ledger: {self.ledger_path}")
             if self.html_path is not None:
                 terminalreporter.write_line(f"report: {self.html_path}")
-
-
-class TaskCollector(pytest.Collector):
-    """One task's candidates, so item ids read ``L1/19_ReLU::cand``."""
-
-    def __init__(self, *, pairs: list[Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.pairs = pairs
-
-    def collect(self) -> list[pytest.Item]:
-        items, seen = [], set()
-        for task, cand in self.pairs:
-            name, n = cand.name, 2
-            while name in seen:  # JSONL releases may repeat a name
-                name, n = f"{cand.name}#{n}", n + 1
-            seen.add(name)
-            items.append(JudgedItem.from_parent(self, name=name, task=task, candidate=cand))
-        return items
-
-
-class LoadErrorCollector(pytest.Collector):
-    """Tasks and candidates that could not be loaded: one failing item each."""
-
-    def __init__(self, *, errors: list[Any], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.errors = errors
-
-    def collect(self) -> list[pytest.Item]:
-        return [LoadErrorItem.from_parent(self, name=e.origin, error=e) for e in self.errors]
-
-
-class CandidateRejected(Exception):
-    """The judged pair failed; the message names task, candidate and reason code."""
-
-
-class JudgedItem(pytest.Item):
-    def __init__(self, *, task: Any, candidate: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.task = task
-        self.candidate = candidate
-        self.next_judged: JudgedItem | None = None  # the item this process runs next (set per run)
-        self.add_marker("judged")
-        if task.level is not None:
-            self.add_marker(f"level{task.level}")
-        self.add_marker(f"backend_{candidate.backend}")
-        if candidate.backend in ("cuda", "cupy"):
-            self.add_marker("gpu")
-
-    def runtest(self) -> None:
-        from pytest_cudal1 import ledger
-
-        state: CudaL1Session = self.config.pluginmanager.get_plugin("cudal1-session")
-        if state.remote is not None:  # judged by a Ray actor; recorded here, once
-            record = state.remote.result(self.nodeid)
-        else:
-            nxt = self.next_judged
-            judge = state.judge()
-            state.progress.item(self.nodeid, self.candidate)
-            record = judge.judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
-        self.user_properties.append(("cudal1", record.to_json()))  # skipped ones too: the summary shows them
-        if not record.verdict.reason.judged:  # unrunnable here (backend, memory): no ledger line, so no reward
-            pytest.skip(f"{self.nodeid}: [{record.verdict.reason.value}] {record.verdict.message}")
-        ledger.append(state.ledger_path, record)
-        if not record.verdict.passed:
-            raise CandidateRejected(f"{record.item_id} [{record.verdict.reason.value}] {record.verdict.message}")
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CandidateRejected):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        return self.candidate.origin.rsplit(":", 1)[0], None, self.nodeid
-
-
-class LoadErrorItem(pytest.Item):
-    """A task or candidate that could not be loaded fails here, and only here."""
-
-    def __init__(self, *, error: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.error = error
-        self.add_marker("judged")
-
-    def runtest(self) -> None:
-        code = Reason.BAD_TASK if self.error.kind == "task" else Reason.BAD_CANDIDATE_FILE
-        raise CandidateRejected(f"{self.error.origin}: [{code.value}] {self.error.message}")
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        return str(excinfo.value)
-
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        return self.error.origin, None, self.name
-

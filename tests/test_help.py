@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pytest_cudal1.plugin import SETTINGS
+from pytest_cudal1.options import SETTINGS
 
 
 def test_help_lists_every_option(pytester: pytest.Pytester) -> None:
