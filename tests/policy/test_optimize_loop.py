@@ -176,8 +176,11 @@ def test_an_unusable_database_is_a_usage_error_and_left_untouched(pytester: pyte
 
 
 def test_optimize_items_are_one_per_selected_task(pytester: pytest.Pytester) -> None:
+    from kernelbench.loaders import BUNDLED_TASKS, load_tasks
+
+    bundled = load_tasks(BUNDLED_TASKS)[0]
     every = collected(pytester.runpytest("--cudal1-optimize", "--collect-only", "-q"))
-    assert len(every) == 10 and all(i.endswith("::optimize") for i in every)
+    assert every == [f"{t.id}::optimize" for t in bundled]
     assert collected(pytester.runpytest("--cudal1-optimize", "--collect-only", "-q", "-k", "ReLU and L1")) == \
         ["L1/1_ReLU::optimize"]
     assert collected(pytester.runpytest("--cudal1-optimize", "--collect-only", "-q", "--cudal1-level=3")) == \
@@ -185,7 +188,7 @@ def test_optimize_items_are_one_per_selected_task(pytester: pytest.Pytester) -> 
     assert collected(pytester.runpytest("--cudal1-optimize", "--collect-only", "-q", "L2/1_Linear_Bias_ReLU_Scale")) \
         == ["L2/1_Linear_Bias_ReLU_Scale::optimize"]
     marked = collected(pytester.runpytest("--cudal1-optimize", "--collect-only", "-q", "-m", "optimize and level2"))
-    assert len(marked) == 2
+    assert marked == [f"{t.id}::optimize" for t in bundled if t.level == 2]
     bad = pytester.runpytest("--cudal1-optimize", "--cudal1-policy=nonsense", "--collect-only")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--cudal1-policy: bad policy spec 'nonsense': unknown form*"])
