@@ -29,7 +29,7 @@ from typing import Any, Sequence, TextIO
 
 from kernelbench.loaders import Task, load_tasks
 from policy.environments import ContrastiveEnvironment, Environment, MenuEnvironment
-from policy.exemplars import ExemplarDB
+from policy.exemplars import ExemplarDB, gpu_of
 from policy.judge_reward import JudgeReward
 from policy.judging import JudgingSession
 from policy.prompts import PromptBuilder
@@ -67,11 +67,6 @@ def select_tasks(config: TrainConfig) -> list[Task]:
     return tasks
 
 
-def gpu_key() -> str:
-    """The GPU name exemplars are stored under (``exemplars.gpu_of``): the GPU's, or the device without one."""
-    return str(machine.describe().get("gpu") or ("cuda" if machine.has_gpu() else "cpu"))
-
-
 def judge_settings(s: JudgeSettings) -> dict[str, Any]:
     """``JudgeConfig`` keyword arguments for ``JudgingSession.standalone``."""
     from pytest_cudal1.timing import TimingConfig
@@ -97,7 +92,7 @@ def run_training(config: TrainConfig, environment: Environment | None = None,
     tasks = list(environment.tasks) if environment is not None else select_tasks(config)
     out = Path(config.output_dir)
     log = MetricsLog(out / "metrics.jsonl", console)
-    gpu = gpu_key()
+    gpu = gpu_of({"environment": machine.describe(), "device": "cuda" if machine.has_gpu() else "cpu"})
     with ExemplarDB(config.db) as db:
         session = JudgingSession.standalone(Path(config.workdir), Path(config.ledger), db, seed=config.judge.seed,
                                             **judge_settings(config.judge))
