@@ -11,6 +11,8 @@
 # timing sections; TQ_ARGS more timing_quality.py options (e.g. --graphs-only --kernels matmul_eager);
 # PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
 # REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
+# train: benchmarks/train_smoke.py (a tiny model trained on the judge's GPU rewards for KernelBench L2/12, read
+# from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them;
 # nvidia-smi-trace.csv beside them has the card's clocks, power and temperatures every 200 ms.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
@@ -74,6 +76,10 @@ for phase in "$@"; do
             python3 benchmarks/timing_quality.py --tasks .device/kb_l1.jsonl --out "$stage/timing-quality.json" \
                 --only "${TQ_ONLY:-precision,accuracy,side_stream,overhead,end_to_end}" ${TQ_ARGS:-} \
                 >"$stage/timing-quality.log" 2>&1 ;;
+        train)
+            python3 benchmarks/train_smoke.py --tasks .device/kb_rewrites.jsonl --out "$stage/train" \
+                --steps "${TRAIN_STEPS:-30}" >"$stage/train.log" 2>&1
+            rm -rf "$stage/train/model" "$stage/train/work" "$stage/train/train/rl/final" ;;
         *) echo "unknown phase $phase" ;;
     esac
     rc=$?
