@@ -115,11 +115,17 @@ class ReferenceWorker:
         self.trial_inputs, self.expected, self.native = guarded.originals, expected, native
         outs = list(guards.tensors(native))
         self.poison_sizes = [t.numel() * t.element_size() for t in outs]
-        return {"float64": precise, "rounding": self.rounding, "rounding_floor": self.rounding_floor,
-                "aliases_input": guards.aliases(native, guarded.inputs),
-                "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
-                "output_nbytes": [t.numel() * t.element_size() for t in outs],
-                "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
+        reply = {"float64": precise, "rounding": self.rounding, "rounding_floor": self.rounding_floor,
+                 "aliases_input": guards.aliases(native, guarded.inputs),
+                 "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
+                 "output_nbytes": [t.numel() * t.element_size() for t in outs],
+                 "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
+        del guarded, inputs
+        if self.device.startswith("cuda"):
+            # The guard buffers and float64 temporaries stay cached otherwise: on a 6.4 GB-input task the
+            # reference held 104-137 GB through the candidate's warm-up, which then ran out of memory (H200).
+            torch.cuda.empty_cache()
+        return reply
 
     def _reference(self, inputs: list[Any], originals: list[Any] | None = None) -> tuple[Any, Any, bool]:
         """(native output, float64 output, whether float64 ran) on ``inputs`` (float64 from ``originals``)."""
