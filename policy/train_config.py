@@ -39,6 +39,7 @@ class JudgeSettings:
     call_timeout: float = 60.0
     compile_timeout: float = 600.0
     speedup: str = "kernel"  # the measure the reward is taken from: kernel or call
+    list_kernels: bool = True  # list each candidate's GPU kernels (the profiler's first use costs ~5.7 s on the H200)
     seed: int = 0
 
 

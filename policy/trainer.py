@@ -74,7 +74,7 @@ def judge_settings(s: JudgeSettings) -> dict[str, Any]:
     timing = TimingConfig(budget_s=s.time_budget_s, min_pairs=s.min_pairs, max_pairs=s.max_pairs,
                           call_timeout=s.call_timeout)
     return {"trials": s.trials, "call_timeout": s.call_timeout, "compile_timeout": s.compile_timeout,
-            "speedup": s.speedup, "timing": timing}
+            "speedup": s.speedup, "timing": timing, "list_kernels": s.list_kernels}
 
 
 def make_environment(config: TrainConfig, tasks: Sequence[Task], db: ExemplarDB, gpu: str) -> Environment:

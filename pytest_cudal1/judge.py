@@ -45,6 +45,7 @@ class JudgeConfig:
     compile_timeout: float = 600.0
     timing: TimingConfig = dataclasses.field(default_factory=TimingConfig)
     custom_kernels_only: bool = False
+    list_kernels: bool = True  # the profiled call after timing (``record.kernels``); its first use costs seconds
     peak_bandwidth_gbs: float | None = None  # None: measured on the GPU, no floor on the CPU
     remeasure_above: float = 10.0
     timing_processes: int = 1  # worker-process pairs each candidate is timed in (``timing.pool_runs``)
@@ -210,7 +211,7 @@ class Judge:
             phase("timing")
             after_timing()
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
-            record.kernels = worker.request("profile", None, cfg.call_timeout)
+            record.kernels = worker.request("profile", None, cfg.call_timeout) if cfg.list_kernels else []
             phase("profile")
         except AuditFailure as exc:
             v = exc.verdict

@@ -36,6 +36,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
                                     "included); both are recorded"),
     ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
     ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
+    ("no-kernel-list", "bool", False, "skip listing each candidate's GPU kernels after timing: the profiler's first "
+                                      "use in a process costs ~5.7 s on the H200 (records' kernels stay empty)"),
     ("peak-bandwidth", "float", None, "GB/s for the roofline floor (default: measured on the GPU; no floor on the CPU)"),
     ("remeasure-above", "float", 10.0, "re-measure speedups above this; reject if they differ by over 1.5x; the lower counts"),
     ("html", "string", None, "write a self-contained HTML report of this run's records to this path"),
@@ -91,6 +93,15 @@ def allowed_globals(config: pytest.Config) -> frozenset[str]:
         return parse_allowed(setting(config, "allow-global"))
     except ValueError as exc:
         raise pytest.UsageError(f"--cudal1-allow-global: {exc}") from None
+
+
+def custom_kernels_only(config: pytest.Config) -> bool:
+    """``--cudal1-custom-kernels-only``, which needs the kernel listing ``--cudal1-no-kernel-list`` skips."""
+    wanted = bool(setting(config, "custom-kernels-only"))
+    if wanted and setting(config, "no-kernel-list"):
+        raise pytest.UsageError("--cudal1-custom-kernels-only needs the kernel listing that "
+                                "--cudal1-no-kernel-list skips")
+    return wanted
 
 
 def speedup_measure(config: pytest.Config) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_cudal1.items import JudgedItem, LoadErrorCollector, LoadErrorItem, TaskCollector
-from pytest_cudal1.options import SETTINGS, allowed_globals, enabled, setting, speedup_measure
+from pytest_cudal1.options import SETTINGS, allowed_globals, custom_kernels_only, enabled, setting, speedup_measure
 
 DIST_LEFT_DEFAULT = pytest.StashKey[bool]()
 
@@ -139,6 +139,7 @@ class CudaL1Session:
         if not self.ledger_path.is_absolute():
             self.ledger_path = Path(config.invocation_params.dir) / self.ledger_path
         self.allow_global = allowed_globals(config)  # refused at start-up, not after collection
+        self.custom_kernels_only = custom_kernels_only(config)
         self.records: list[dict[str, Any]] = []
         self.unmatched: list[Any] = []
         self.searched = ""  # the task set(s) candidates were matched against, for the unmatched message
@@ -252,7 +253,8 @@ class CudaL1Session:
                 call_timeout=setting(self.config, "call-timeout"),
                 graphs=not setting(self.config, "eager-short"),
             ),
-            custom_kernels_only=setting(self.config, "custom-kernels-only"),
+            custom_kernels_only=self.custom_kernels_only,
+            list_kernels=not setting(self.config, "no-kernel-list"),
             peak_bandwidth_gbs=setting(self.config, "peak-bandwidth"),
             remeasure_above=setting(self.config, "remeasure-above"),
             timing_processes=max(1, setting(self.config, "timing-processes")),
