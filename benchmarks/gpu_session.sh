@@ -11,6 +11,9 @@
 # timing sections; TQ_ARGS more timing_quality.py options (e.g. --graphs-only --kernels matmul_eager);
 # PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
 # REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
+# throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs
+# .device/a100.jsonl and .device/anchors/) with TP_HARNESSES (default ours,kernelbench,cudal1) and TP_ARGS
+# (split on spaces: e.g. "--records 6 --rollouts 2 --ours-args=--cudal1-trials=3"); results in throughput/.
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them;
 # nvidia-smi-trace.csv beside them has the card's clocks, power and temperatures every 200 ms.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and,
@@ -74,6 +77,10 @@ for phase in "$@"; do
             python3 benchmarks/timing_quality.py --tasks .device/kb_l1.jsonl --out "$stage/timing-quality.json" \
                 --only "${TQ_ONLY:-precision,accuracy,side_stream,overhead,end_to_end}" ${TQ_ARGS:-} \
                 >"$stage/timing-quality.log" 2>&1 ;;
+        throughput)
+            python3 benchmarks/throughput.py --release .device/a100.jsonl --anchors .device/anchors \
+                --out "$stage/throughput" --harnesses "${TP_HARNESSES:-ours,kernelbench,cudal1}" ${TP_ARGS:-} \
+                >>"$stage/throughput.log" 2>&1 ;;
         *) echo "unknown phase $phase" ;;
     esac
     rc=$?

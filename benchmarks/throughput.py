@@ -16,6 +16,19 @@ its limit still returns data), then summarizes DIR; ``--summarize`` builds ``thr
 run over the whole batch, as a user runs it (``--cudal1-time-budget=2``, else defaults, plus
 ``--ours-args``); each anchor candidate is its own process (``throughput_anchors.py``) with
 ``--anchor-timeout``. Every harness gets a fresh ``TORCH_EXTENSIONS_DIR``, so none reuses another's builds.
+
+What is counted: candidates/hour is judged candidates over the harness's whole wall time (ours: the pytest
+run, start-up and collection included; anchors: every candidate's process, start included; their in-call
+rate is ``candidates_per_hour_in_eval``). Timed seconds are the time inside timed calls, both models (ours:
+``samples_ms`` x ``calls_per_sample`` of each measure, without the hold and L2 flush around them;
+KernelBench: mean x trials of ``runtime_stats`` and ``ref_runtime_stats``; CUDA-L1: its log's
+``total_gpu_execution_time``). KernelBench at the anchored commit times the reference inside every call
+(its excessive-speedup check, on by default), so its speedup is its own ``ref_runtime / runtime`` and no
+separate reference run is added to its total. On the GPU machine (``bash benchmarks/gpu_session.sh
+throughput``), the default batch (20 candidates) should take about 5 min each for ours and KernelBench
+and 7-10 min for CUDA-L1 (from 15 s, 5-8 s and 20 s a candidate measured before, plus 30-90 s per
+load_inline build): ``TP_HARNESSES=ours,kernelbench`` in one call, ``TP_HARNESSES=cudal1`` in a second, then
+``--summarize`` both folders.
 """
 
 from __future__ import annotations
@@ -47,15 +60,16 @@ OURS_SETTINGS = ("--cudal1-time-budget=2",)  # issue 14's setting for re-judging
 RESULTS = "throughput.jsonl"
 MAX_INPUT_BYTES = 32 << 20
 MAX_REF_CPU_MS = 20.0
-TORCH_RECORDS, INLINE_RECORDS, ROLLOUT_TASKS = 9, 3, 2
+TORCH_RECORDS, INLINE_RECORDS, ROLLOUT_TASKS, ROLLOUT_CHECKED = 9, 3, 2, 3
 SELECTION_RULE = (
     "Records of levels 1-2 whose custom_code is code (not None/'None') in plain PyTorch or C++/CUDA through "
     f"load_inline (detect_backend), whose reference's inputs are at most {MAX_INPUT_BYTES >> 20} MB (shapes from "
     f"get_inputs on torch's meta device) and whose reference forward takes at most {MAX_REF_CPU_MS:g} ms on one "
     f"CPU thread (median of 3 calls after a warm-up). Records: the {TORCH_RECORDS} cheapest torch-only, taken "
     f"cheapest level 1, cheapest level 2, in turn, then the {INLINE_RECORDS} cheapest load_inline ones (torch-only "
-    "first, so a smaller --records keeps to torch). Rollout tasks: the next cheapest torch-only record of "
-    "level 1, then of level 2, not among the records.")
+    f"first, so a smaller --records keeps to torch). Rollout tasks: of the next {ROLLOUT_CHECKED} cheapest "
+    "torch-only records of each level (not among the records), the cheapest of level 1, then of level 2, whose "
+    "candidate pytest-cudal1 accepts on the CPU (rollout_cpu_check: a rejected one's rollouts would time nothing).")
 
 
 # ------------------------------------------------------------------------------------------- selection ---
@@ -123,8 +137,22 @@ def select(release: Path, problems: Path | None) -> dict[str, Any]:
     torch_by_level = {lv: [e for e in eligible if e["backend"] == "torch" and e["level_id"] == lv] for lv in (1, 2)}
     records = [torch_by_level[1 + i % 2].pop(0) for i in range(TORCH_RECORDS)]
     records += [e for e in eligible if e["backend"] == "load_inline"][:INLINE_RECORDS]
-    rollout_tasks = [torch_by_level[lv].pop(0) for lv in (1, 2)][:ROLLOUT_TASKS]
-    return {"rule": SELECTION_RULE, "release": release.name, "records": records, "rollout_tasks": rollout_tasks}
+    spares = [e for lv in (1, 2) for e in torch_by_level[lv][:ROLLOUT_CHECKED]]
+    by_id = {(r["level_id"], r["task_id"]): r for r in read_jsonl(release)}
+    checked = check_on_cpu([make_entry(c, by_id[(c["level_id"], c["task_id"])], "release", "rollouts")
+                            for c in spares])
+    rollout_tasks = [next(c for c in spares if c["level_id"] == lv and checked[key_of(c, "release")] == "OK")
+                     for lv in (1, 2)][:ROLLOUT_TASKS]
+    return {"rule": SELECTION_RULE, "release": release.name, "records": records, "rollout_tasks": rollout_tasks,
+            "rollout_cpu_check": checked}
+
+
+def check_on_cpu(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Our verdict on each entry, judged here (CPU, short timing): a rollout task's candidate must be accepted,
+    or its rollouts would measure a rejection, not a judgment."""
+    with tempfile.TemporaryDirectory(prefix="tp-check-") as tmp:
+        run_ours(entries, Path(tmp), "--cudal1-time-budget=0.3", Results(Path(tmp)), Path(tmp) / "work")
+        return {c["key"]: c["verdict"] for c in read_jsonl(Path(tmp) / RESULTS) if c["kind"] == "candidate"}
 
 
 # ----------------------------------------------------------------------------------------------- batch ---
@@ -142,21 +170,27 @@ def build_batch(release: Path, selection: dict[str, Any], records: int, rollout_
         raise SystemExit(f"the selection has {len(selection['records'])} records and "
                          f"{len(selection['rollout_tasks'])} rollout tasks")
     by_id = {(r["level_id"], r["task_id"]): r for r in read_jsonl(release)}
-
-    def entry(chosen: dict[str, Any], name: str, part: str, code: str) -> dict[str, Any]:
-        rec = by_id[(chosen["level_id"], chosen["task_id"])]
-        return {"key": f"L{chosen['level_id']}/{chosen['task_id']}::{name}", "part": part,
-                "level_id": chosen["level_id"], "task_id": chosen["task_id"], "task_name": chosen["name"],
-                "name": name, "backend": chosen["backend"], "published_score": rec.get("score_default"),
-                "ref_code": rec["ref_code"], "custom_code": code}
-
-    batch = [entry(c, "release", "records", by_id[(c["level_id"], c["task_id"])]["custom_code"])
+    batch = [make_entry(c, by_id[(c["level_id"], c["task_id"])], "release", "records")
              for c in selection["records"][:records]]
     for chosen in selection["rollout_tasks"][:rollout_tasks]:
-        code = by_id[(chosen["level_id"], chosen["task_id"])]["custom_code"]
-        batch += [entry(chosen, f"rollout{i}", "rollouts", f"# rollout {i} of {rollouts}: {chosen['name']}\n{code}")
+        rec = by_id[(chosen["level_id"], chosen["task_id"])]
+        batch += [make_entry(chosen, rec, f"rollout{i}", "rollouts",
+                             f"# rollout {i} of {rollouts}: {chosen['name']}\n{rec['custom_code']}")
                   for i in range(1, rollouts + 1)]
     return batch
+
+
+def key_of(chosen: dict[str, Any], name: str) -> str:
+    return f"L{chosen['level_id']}/{chosen['task_id']}::{name}"
+
+
+def make_entry(chosen: dict[str, Any], rec: dict[str, Any], name: str, part: str,
+               code: str | None = None) -> dict[str, Any]:
+    """One batch entry: a selected task's release record, its candidate ``code`` (the release's by default)."""
+    return {"key": key_of(chosen, name), "part": part, "level_id": chosen["level_id"], "task_id": chosen["task_id"],
+            "task_name": chosen["name"], "name": name, "backend": chosen["backend"],
+            "published_score": rec.get("score_default"), "ref_code": rec["ref_code"],
+            "custom_code": rec["custom_code"] if code is None else code}
 
 
 class Results:
@@ -202,9 +236,10 @@ def new_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return [json.loads(line) for line in complete.splitlines() if line.strip()], offset + len(complete)
 
 
-def run_ours(batch: list[dict[str, Any]], out: Path, ours_args: str, results: Results) -> None:
-    """One pytest run over the whole batch; a line per ledger record as it appears."""
-    work = Path(tempfile.mkdtemp(prefix="tp-ours-"))
+def run_ours(batch: list[dict[str, Any]], out: Path, ours_args: str, results: Results, work: Path) -> None:
+    """One pytest run over the whole batch (its files and caches in ``work``); a line per ledger record as it
+    appears."""
+    work.mkdir(parents=True, exist_ok=True)
     candidates = work / "batch.jsonl"
     fields = ("level_id", "task_id", "task_name", "name", "ref_code", "custom_code")
     candidates.write_text("".join(json.dumps({k: e[k] for k in fields}) + "\n" for e in batch), encoding="utf-8")
@@ -251,9 +286,9 @@ def run_ours(batch: list[dict[str, Any]], out: Path, ours_args: str, results: Re
 # --------------------------------------------------------------------------------------------- anchors ---
 
 def run_anchor(harness: str, batch: list[dict[str, Any]], out: Path, anchors: Path, timeout: float,
-               results: Results) -> None:
-    """Each candidate judged by the peer harness in a fresh process of its own, with a timeout."""
-    work = Path(tempfile.mkdtemp(prefix=f"tp-{harness}-"))
+               results: Results, work: Path) -> None:
+    """Each candidate judged by the peer harness in a fresh process of its own, with a timeout (its jobs,
+    stand-ins and builds in ``work``)."""
     standins = missing_modules()
     write_standins(work / "standins", standins)
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(work / "torch_extensions")}
@@ -457,10 +492,12 @@ def main(argv: list[str] | None = None) -> int:
                         args.rollout_tasks, args.rollouts)
     results = Results(args.out)
     for harness in harnesses:
-        if harness == "ours":
-            run_ours(batch, args.out, args.ours_args, results)
-        else:
-            run_anchor(harness, batch, args.out, args.anchors.resolve(), args.anchor_timeout, results)
+        with tempfile.TemporaryDirectory(prefix=f"tp-{harness}-", ignore_cleanup_errors=True) as work:
+            if harness == "ours":
+                run_ours(batch, args.out, args.ours_args, results, Path(work))
+            else:
+                run_anchor(harness, batch, args.out, args.anchors.resolve(), args.anchor_timeout, results,
+                           Path(work))
     print(markdown(summarize([args.out], args.out)))
     return 0
 
