@@ -83,6 +83,7 @@ def test_ours_writes_a_line_per_candidate_and_a_summary(ours_run: Path) -> None:
     assert ours["candidates_per_hour"] == pytest.approx(4 * 3600 / wall)
     assert ours["timed_s"] == pytest.approx(sum(c["timed_s"] for c in candidates))
     assert {"trials", "timing"} <= set(ours["phase_s"])
+    assert 0 < ours["startup_s"] < wall and 0 < ours["outside_phases_s"] < wall  # where the rest of the wall went
     table = (ours_run / "throughput.md").read_text(encoding="utf-8")
     assert "| harness | candidates | correct | wall s | candidates/hour |" in table
     assert f"| ours | 4 | {ours['correct']} | {wall:.1f} | {ours['candidates_per_hour']:.0f} |" in table
