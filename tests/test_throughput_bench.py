@@ -144,6 +144,22 @@ def test_an_anchor_crash_is_that_harness_failure(tmp_path: Path) -> None:
     assert "kernelbench" in json.loads((tmp_path / "throughput.json").read_text(encoding="utf-8"))["harnesses"]
 
 
+@needs_release
+@needs_anchors
+def test_cudal1_verdict_comes_from_its_log(tmp_path: Path) -> None:
+    """CUDA-L1's pipeline loads by path and, on the CPU, stops at its laziness check: the verdict is its
+    log's last line, read back, not a crash."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    bench("--release", str(RELEASE), "--anchors", str(ANCHORS), "--out", str(tmp_path), "--harnesses", "cudal1",
+          "--records", "1", "--rollout-tasks", "0")
+    (line,) = [c for c in lines_of(tmp_path) if c["kind"] == "candidate"]
+    assert line["correct"] is False and line["verdict"].startswith("FAILED: ") and "CUDA" in line["verdict"]
+    assert line["detail"]["info"] == "stage2:Lazyness Check Failed" and line["detail"]["done"] is True
+
+
 @pytest.mark.gpu
 @needs_release
 @needs_anchors
