@@ -453,8 +453,9 @@ def markdown(summary: dict[str, Any]) -> str:
                 cell += f" ({row[h]['call_speedup']:.2f}x)"
             cells.append(cell)
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", "Agreement on correctness: " + ", ".join(f"{k} {v['same_correctness']}/{v['both_judged']}"
-                                                        for k, v in summary["agreement"].items())]
+    out += ["", "Agreement on correctness: " + (", ".join(f"{k} {v['same_correctness']}/{v['both_judged']}"
+                                                         for k, v in summary["agreement"].items())
+                                                or "one harness only")]
     return "\n".join(out) + "\n"
 
 
