@@ -67,9 +67,10 @@ SELECTION_RULE = (
     f"get_inputs on torch's meta device) and whose reference forward takes at most {MAX_REF_CPU_MS:g} ms on one "
     f"CPU thread (median of 3 calls after a warm-up). Records: the {TORCH_RECORDS} cheapest torch-only, taken "
     f"cheapest level 1, cheapest level 2, in turn, then the {INLINE_RECORDS} cheapest load_inline ones (torch-only "
-    f"first, so a smaller --records keeps to torch). Rollout tasks: of the next {ROLLOUT_CHECKED} cheapest "
-    "torch-only records of each level (not among the records), the cheapest of level 1, then of level 2, whose "
-    "candidate pytest-cudal1 accepts on the CPU (rollout_cpu_check: a rejected one's rollouts would time nothing).")
+    f"first, so a smaller --records keeps to torch). Rollout tasks: of the {ROLLOUT_CHECKED} costliest eligible "
+    "torch-only records of each level (not among the records; kernels long enough for timing to be most of a "
+    "judgment, as in RL on real tasks), the costliest of level 1, then of level 2, whose candidate pytest-cudal1 "
+    "accepts on the CPU (rollout_cpu_check: a rejected one's rollouts would time nothing).")
 
 
 # ------------------------------------------------------------------------------------------- selection ---
@@ -137,7 +138,7 @@ def select(release: Path, problems: Path | None) -> dict[str, Any]:
     torch_by_level = {lv: [e for e in eligible if e["backend"] == "torch" and e["level_id"] == lv] for lv in (1, 2)}
     records = [torch_by_level[1 + i % 2].pop(0) for i in range(TORCH_RECORDS)]
     records += [e for e in eligible if e["backend"] == "load_inline"][:INLINE_RECORDS]
-    spares = [e for lv in (1, 2) for e in torch_by_level[lv][:ROLLOUT_CHECKED]]
+    spares = [e for lv in (1, 2) for e in reversed(torch_by_level[lv][-ROLLOUT_CHECKED:])]
     by_id = {(r["level_id"], r["task_id"]): r for r in read_jsonl(release)}
     checked = check_on_cpu([make_entry(c, by_id[(c["level_id"], c["task_id"])], "release", "rollouts")
                             for c in spares])
