@@ -219,12 +219,12 @@ class CandidateWorker:
             runtime.hold(self.device, RACE_HOLD_CYCLES)
         return g
 
-    def _complete(self, body: dict[str, Any], writes_held: bool) -> bool:
-        """Re-run the call on ``body``'s inputs (``_place``): is its output free of the poison?"""
+    def _rerun(self, body: dict[str, Any], writes_held: bool) -> Any:
+        """The call again on ``body``'s inputs, placed as ``_place`` says; its outputs once the device is idle."""
         g = self._place(body, writes_held)
         out = self._call(g.inputs)
         runtime.sync(self.device)
-        return not guards.lazy_outputs(out) and guards.poisoned_words(out) == 0
+        return out
 
     def _raced(self, body: dict[str, Any]) -> bool:
         """Is a poisoned CUDA output a race with the caller's stream rather than an unwritten one?
@@ -239,9 +239,13 @@ class CandidateWorker:
         if not self.device.startswith("cuda"):
             return False
         try:
-            return self._complete(body, writes_held=False) and not self._complete(body, writes_held=True)
+            written_first = self._rerun(body, writes_held=False)  # kept: its blocks stay taken while the next runs
+            held_again = self._rerun(body, writes_held=True)
         except BaseException:  # noqa: BLE001 - a diagnostic: whatever it raises leaves the verdict as it was
             return False
+        complete = [not guards.lazy_outputs(out) and guards.poisoned_words(out) == 0
+                    for out in (written_first, held_again)]
+        return complete == [True, False]
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
         inputs = TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
