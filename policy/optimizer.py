@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 from kernelbench.loaders import Task
 from policy.backends import Completion, GenerationBackend, GenerationRequest, SamplingSettings
-from policy.exemplars import ExemplarDB, Exemplar
+from policy.exemplars import ExemplarDB, Exemplar, measure_of
 from policy.judging import Attempt, JudgingSession, candidate_folder
 from policy.parser import NoCode, extract_code
 from policy.prompts import Prompt, PromptBuilder
@@ -84,9 +84,9 @@ class TaskProgress:
 
 
 def speed(record: dict[str, Any], measure: str) -> float | None:
-    """A record's speedup under ``measure`` ("kernel" reads ``timing``, "call" ``call_timing``)."""
-    timing = record.get("call_timing" if measure == "call" else "timing")
-    return timing["speedup"] if timing else None
+    """A record's speedup under ``measure`` ("kernel" or "call"), None if it was not timed."""
+    found = measure_of(record, measure)
+    return found.speedup if found else None
 
 
 def better(record: dict[str, Any], than: dict[str, Any] | None, measure: str) -> bool:
