@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from kernelbench.loaders import Task
 from policy.codefinder import CodeFinder
 from pytest_cudal1 import ledger
+from pytest_cudal1.reward import timing_field
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 60.0
@@ -91,16 +92,18 @@ class Exemplar:
         return self.kernel.speedup if self.kernel else None
 
 
+def measure_of(record: dict[str, Any], measure: str) -> Measure | None:
+    """A ledger record's speedup under ``measure`` ("kernel" or "call") with its interval; None if not timed."""
+    timing = record.get(timing_field(measure))
+    if not timing or timing.get("speedup") is None:
+        return None
+    lo, hi = timing.get("speedup_ci") or (None, None)
+    return Measure(float(timing["speedup"]), lo, hi)
+
+
 def measures(record: dict[str, Any]) -> tuple[Measure | None, Measure | None]:
-    """The record's (kernel, call) speedups with their intervals: ``timing`` and ``call_timing``."""
-
-    def one(timing: dict[str, Any] | None) -> Measure | None:
-        if not timing or timing.get("speedup") is None:
-            return None
-        lo, hi = timing.get("speedup_ci") or (None, None)
-        return Measure(float(timing["speedup"]), lo, hi)
-
-    return one(record.get("timing")), one(record.get("call_timing"))
+    """The record's (kernel, call) speedups with their intervals."""
+    return measure_of(record, "kernel"), measure_of(record, "call")
 
 
 def gpu_of(record: dict[str, Any]) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import random
 import time
 from pathlib import Path
@@ -23,11 +22,12 @@ from typing import Any, Callable, Sequence
 
 from kernelbench.loaders import Task
 from policy.backends import Completion, GenerationBackend, GenerationRequest, SamplingSettings
-from policy.exemplars import ExemplarDB, Exemplar
+from policy.exemplars import ExemplarDB, Exemplar, measure_of
 from policy.judging import Attempt, JudgingSession, candidate_folder
 from policy.parser import NoCode, extract_code
 from policy.prompts import Prompt, PromptBuilder
 from policy.sampler import DEFAULT_N, DEFAULT_TAU, BucketSampler
+from pytest_cudal1.files import atomic_write
 from pytest_cudal1.records import JudgedRecord
 
 STATE_FILE = "optimizer-state.json"
@@ -84,9 +84,9 @@ class TaskProgress:
 
 
 def speed(record: dict[str, Any], measure: str) -> float | None:
-    """A record's speedup under ``measure`` ("kernel" reads ``timing``, "call" ``call_timing``)."""
-    timing = record.get("call_timing" if measure == "call" else "timing")
-    return timing["speedup"] if timing else None
+    """A record's speedup under ``measure`` ("kernel" or "call"), None if it was not timed."""
+    found = measure_of(record, measure)
+    return found.speedup if found else None
 
 
 def better(record: dict[str, Any], than: dict[str, Any] | None, measure: str) -> bool:
@@ -94,17 +94,6 @@ def better(record: dict[str, Any], than: dict[str, Any] | None, measure: str) ->
     if not record["passed"] or speed(record, measure) is None:
         return False
     return than is None or (record["reward"], speed(record, measure)) > (than["reward"], speed(than, measure))
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``path`` so a reader (or a kill) sees the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class OutputDir:

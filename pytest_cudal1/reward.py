@@ -17,9 +17,15 @@ from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 MEASURES = ("kernel", "call")
 
 
+def timing_field(measure: str) -> str:
+    """The record field (attribute, and key of its JSON) holding ``measure``'s timing: the one rule, for
+    ``JudgedRecord`` objects here and for ledger dicts in the policy."""
+    return "call_timing" if measure == "call" else "timing"
+
+
 def measured(record: JudgedRecord, measure: str) -> PairedTiming | None:
     """The record's timing under ``measure`` (one of ``MEASURES``)."""
-    return record.call_timing if measure == "call" else record.timing
+    return getattr(record, timing_field(measure))
 
 
 def reward_for(verdict: Verdict, timing: PairedTiming | None) -> float:

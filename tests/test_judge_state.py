@@ -355,8 +355,11 @@ def test_extension_side_streams_are_named(tmp_path: Path) -> None:
                         f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-cache-dir={tmp_path / 'cache'}",
                         f"--cudal1-ledger={tmp_path / 'ledger.jsonl'}", timeout=600)
     records = by_candidate(read_ledger(tmp_path / "ledger.jsonl"))
-    assert reason(records["L1/1_relu::ext_side_stream"]) in ("STREAM_ESCAPE", "WRONG_OUTPUT"), \
-        "\n".join(result.outlines[-40:])
+    side = records["L1/1_relu::ext_side_stream"]
+    # Its output is overwritten by the harness's writes queued behind the hold (H200 session 8:
+    # UNINITIALIZED_OUTPUT): the cause, a stream unordered with the caller's, is what gets named.
+    assert reason(side) == "STREAM_ESCAPE", "\n".join(result.outlines[-40:])
+    assert "does not wait for the caller's stream" in side["verdict"]["message"], side["verdict"]
     per_call = records["L1/1_relu::stream_per_call"]
     if reason(per_call) == "CRASH":  # not a bare one: where and in which phase it died
         assert "(" in per_call["verdict"]["message"] and " at " in per_call["verdict"]["message"], per_call["verdict"]

@@ -9,6 +9,7 @@ before any candidate. Either way the item is skipped with REFERENCE_TOO_LARGE an
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from cudal1_helpers import FAST, by_candidate, candidate_source, read_ledger, ru
     write_candidate, write_task
 
 from pytest_cudal1.messages import asked_bytes, memory_message
+from pytest_cudal1.workers.reference import NEED_PER_INPUT_BYTE, NEED_PER_OUTPUT_BYTE
 from pytest_cudal1.workers.runtime import free_bytes, placements_fitting
 
 TOO_BIG = 1 << 42  # float32 elements: 17.6 TB, more than any machine here has
@@ -95,6 +97,49 @@ def test_placements_leave_the_candidates_headroom_and_shrink_to_one() -> None:
 
 
 HUGE_ELEMENTS = 1_600_000_000  # 6.4 GB of float32, L1/19's size
+# How long the GPU test waits for the memory the reference probe asks for: processes of earlier tests
+# (in-process GPU tests' cached blocks are released at once; workers of a killed run exit on their own).
+FREE_WAIT_S = 120.0
+
+
+def _memory_holders() -> str:
+    """Who holds memory on the judged GPU, one "pid N: GB, command" per process (NVML), for a failure message."""
+    from pytest_cudal1.environment import _nvml, gpu_index
+
+    nvml = _nvml()
+    if nvml is None:
+        return "no NVML here to list the processes holding GPU memory"
+    try:
+        procs = nvml.nvmlDeviceGetComputeRunningProcesses(nvml.nvmlDeviceGetHandleByIndex(gpu_index()))
+    except Exception as exc:  # noqa: BLE001 - a message, not a check
+        return f"NVML could not list the processes: {exc}"
+    lines = []
+    for proc in procs:
+        try:
+            command = Path(f"/proc/{proc.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            command = "?"
+        lines.append(f"pid {proc.pid}: {(proc.usedGpuMemory or 0) / 1e9:.2f} GB, {command[:200]}")
+    return "processes holding GPU memory:\n" + ("\n".join(lines) or "none")
+
+
+def _wait_for_free_device_memory(need: int) -> None:
+    """Give the reference probe the memory it asks for: this process's cached blocks are released and
+    leftovers of earlier tests get ``FREE_WAIT_S`` to exit. A GPU too small is a skip; memory still held
+    after the wait fails the test, naming who holds it."""
+    import torch
+
+    torch.cuda.empty_cache()  # blocks cached by this session's in-process GPU tests
+    free, total = torch.cuda.mem_get_info()
+    if total < need:
+        pytest.skip(f"the task needs about {need / 1e9:.2f} GB of device memory; this GPU has {total / 1e9:.2f} GB")
+    deadline = time.monotonic() + FREE_WAIT_S
+    while free < need and time.monotonic() < deadline:
+        time.sleep(2.0)
+        free, _ = torch.cuda.mem_get_info()
+    if free < need:
+        pytest.fail(f"only {free / 1e9:.2f} GB of the GPU's {total / 1e9:.2f} GB is free after {FREE_WAIT_S:.0f} s; "
+                    f"the reference probe asks for {need / 1e9:.2f} GB\n{_memory_holders()}")
 
 
 @pytest.mark.gpu
@@ -105,6 +150,8 @@ def test_a_cuda_graph_wrapper_of_a_6_gb_task_has_room(tmp_path: Path) -> None:
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
+    huge_bytes = HUGE_ELEMENTS * 4  # the input, and relu's output as large
+    _wait_for_free_device_memory(NEED_PER_INPUT_BYTE * huge_bytes + NEED_PER_OUTPUT_BYTE * huge_bytes)
     write_task(tmp_path / "tasks", 1, "19_relu_big", task_source(shape=f"4, {HUGE_ELEMENTS // 4}"))
     wrapper = candidate_source(header="""
 class Graphed:
@@ -128,5 +175,8 @@ return g.y.clone()
                         f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
                         f"--cudal1-cache-dir={tmp_path / 'cache'}", "--cudal1-time-budget=3")
     records = read_ledger(ledger)
-    assert len(records) == 1, result.stdout.str()[-4000:]  # a skipped item leaves no ledger line: say why
+    if not records:  # a skipped item leaves no ledger line: its SKIPPED row says why, and who held the GPU
+        rows = [line for line in result.outlines if "19_relu_big::graph_wrapper" in line]
+        pytest.fail("no ledger line; the run's lines naming the item:\n" + "\n".join(rows) + "\n"
+                    + _memory_holders() + "\n--- the run's output, last lines ---\n" + "\n".join(result.outlines[-60:]))
     assert records[0]["verdict"]["reason"] == "OK", (records[0]["verdict"]["message"], result.stdout.str())

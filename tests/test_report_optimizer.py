@@ -1,6 +1,6 @@
 """The report's optimizer view (issue 16): best speedup by round, the baselines, provenance, per-level figures.
 
-Records are the judge's own ``JudgedRecord`` (``test_report.rec``), given an
+Records are the judge's own ``JudgedRecord`` (``report_helpers.rec``), given an
 ``origin`` as ``policy.judging`` writes it; parents live in a real exemplar
 database (``policy.exemplars.ExemplarDB``) and prompts in real files. The page
 is parsed and each figure compared with values written out here by hand.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report import A100, H200, Node, close, num, parse, rec, timing
+from report_helpers import A100, H200, Node, close, num, parse, rec, timing
 
 from kernelbench.loaders import Task
 from policy.exemplars import ExemplarDB, Origin

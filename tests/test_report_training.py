@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from test_report import Node, parse, rec
+from report_helpers import Node, parse, rec
 
 from policy.judge_reward import JudgeReward
 from policy.train_config import RewardSettings, TrainConfig

@@ -28,7 +28,7 @@ classed), ``figures`` (statistics), ``charts`` (SVG geometry), ``tables`` (the
 page's rows and context), ``optimizer`` (the optimizer's view: best speedup by
 round against the built-in baselines, and where each best came from),
 ``training`` (``cudal1-train``'s metrics log as curves per stage, with ``metrics_log=``),
-``render`` (formats, templates, the atomic write) and ``cli``.
+``render`` (formats, templates, writing the page through ``pytest_cudal1.files``) and ``cli``.
 """
 
 from pytest_cudal1.report.charts import LogAxis, histogram, task_order

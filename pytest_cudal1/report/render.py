@@ -1,4 +1,4 @@
-"""The page: number formats, the jinja2 environment over ``templates/``, and the atomic write."""
+"""The page: number formats, the jinja2 environment over ``templates/``, and writing it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from pytest_cudal1.files import atomic_write
 from pytest_cudal1.reasons import describe
 from pytest_cudal1.records import JudgedRecord
 from pytest_cudal1.report.figures import is_number, is_simulated, usable_speedup
@@ -105,15 +106,5 @@ def build_report(records: Iterable[JudgedRecord | Mapping[str, Any]], out: str |
     the Training section's curves (it must exist). The file is replaced atomically, so a reader never sees
     half a page.
     """
-    out = Path(out)
-    html = render_report(records, title, sources, commit, db_path, metrics_log)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # created with the umask's mode, like any file
-    try:
-        tmp.write_text(html, encoding="utf-8")
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return out
+    return atomic_write(out, render_report(records, title, sources, commit, db_path, metrics_log))
 

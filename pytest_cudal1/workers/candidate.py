@@ -143,16 +143,15 @@ class CandidateWorker:
         """One correctness call under every guard; its outputs are kept for ``output``.
 
         On CUDA the caller's stream is held (``RACE_HOLD_CYCLES``) before the inputs are written and
-        the call is queued: a side stream that does not wait for the caller's stream reads inputs not
-        yet written (and fails the value check); one that waits starts together with the harness's
-        after-return copy of the outputs; and work still running elsewhere once the caller's stream
-        has finished is named by the device-wide synchronize that follows (``STREAM_PENDING_MS``).
+        the call is queued: a side stream that does not wait for the caller's stream runs during the
+        hold, reading inputs not yet written, and the harness's writes queued behind the hold (inputs,
+        poisoned blocks) land on its output afterwards (``_raced`` names that STREAM_ESCAPE); one that
+        waits starts together with the harness's after-return copy of the outputs; and work still
+        running elsewhere once the caller's stream has finished is named by the device-wide
+        synchronize that follows (``STREAM_PENDING_MS``).
         """
-        inputs = runtime.to_device(list(body["inputs"]), self.device)  # a host copy waits for its stream: before
-        runtime.hold(self.device, RACE_HOLD_CYCLES)
-        g = guards.Guarded(inputs)
         self.poison_sizes = list(body.get("poison", []))
-        guards.poison(self.poison_sizes, self.device)
+        g = self._place(body, writes_held=True)
         threads, children = guards.python_threads(), guards.child_pids()
         cpu = not self.device.startswith("cuda")
         before = self._allocated()
@@ -193,10 +192,60 @@ class CandidateWorker:
                 if why:
                     flags.append(flag(code, why))
             poisoned = guards.poisoned_words(out)
-            if poisoned:
+            if poisoned and self._raced(body):
+                flags.append(flag("STREAM_ESCAPE", f"{poisoned} output words still held the poison pattern after the "
+                                  "call; re-run on the same inputs, the output was complete with the harness's writes "
+                                  "(inputs, poisoned blocks) finished before the call and poisoned again with them "
+                                  "queued behind the hold: it was written on a stream that does not wait for the "
+                                  "caller's stream, and the harness's queued writes landed on it afterwards"))
+            elif poisoned:
                 flags.append(flag("UNINITIALIZED_OUTPUT", f"{poisoned} output words still hold the poison pattern"))
         flags += self.state_flags()
         return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else guards.fingerprint(out)}
+
+    def _place(self, body: dict[str, Any], writes_held: bool) -> guards.Guarded:
+        """A correctness call's inputs (in guarded slots) and poisoned blocks, then the hold the call queues behind.
+
+        ``writes_held``: the writes are queued on the caller's stream behind the hold, as in every trial;
+        otherwise they are written and synchronised before it (``_raced``'s diagnostic).
+        """
+        inputs = runtime.to_device(list(body["inputs"]), self.device)  # a host copy waits for its stream: before
+        if writes_held:
+            runtime.hold(self.device, RACE_HOLD_CYCLES)
+        g = guards.Guarded(inputs)
+        guards.poison(self.poison_sizes, self.device)
+        if not writes_held:
+            runtime.sync(self.device)
+            runtime.hold(self.device, RACE_HOLD_CYCLES)
+        return g
+
+    def _rerun(self, body: dict[str, Any], writes_held: bool) -> Any:
+        """The call again on ``body``'s inputs, placed as ``_place`` says; its outputs once the device is idle."""
+        g = self._place(body, writes_held)
+        out = self._call(g.inputs)
+        runtime.sync(self.device)
+        return out
+
+    def _raced(self, body: dict[str, Any]) -> bool:
+        """Is a poisoned CUDA output a race with the caller's stream rather than an unwritten one?
+
+        Re-runs the same inputs twice: with the harness's writes finished before the call (a kernel
+        on an unordered stream then writes after them and its output is complete) and queued behind
+        the hold again, as in the trial (poisoned again). Only the order of the harness's writes differs
+        between the two, so work ordered behind the caller's stream (an unwritten output too) comes out
+        the same in both. Run only once the output was found poisoned: the verdict is a rejection
+        either way, so the re-runs tell the candidate nothing it could use.
+        """
+        if not self.device.startswith("cuda"):
+            return False
+        try:
+            written_first = self._rerun(body, writes_held=False)  # kept: its blocks stay taken while the next runs
+            held_again = self._rerun(body, writes_held=True)
+        except BaseException:  # noqa: BLE001 - a diagnostic: whatever it raises leaves the verdict as it was
+            return False
+        complete = [not guards.lazy_outputs(out) and guards.poisoned_words(out) == 0
+                    for out in (written_first, held_again)]
+        return complete == [True, False]
 
     def prepare_timing(self, body: dict[str, Any]) -> None:
         inputs = TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)

@@ -57,6 +57,22 @@ def test_call_measure_is_stored_when_the_record_has_one(tmp_path: Path) -> None:
     assert (row.call.speedup, row.call.lo, row.call.hi) == (1.4, 1.3, 1.5)
 
 
+def test_the_optimizer_and_the_exemplars_read_each_measure_where_the_reward_does() -> None:
+    """One rule for which field holds which measure: the reward's (``reward.measured``) on the judge's record,
+    the exemplars' and the optimizer's on its ledger line."""
+    from policy.optimizer import speed
+    from pytest_cudal1.reward import MEASURES, measured
+
+    rec = record(code("both"), speedup=1.25)
+    rec["call_timing"] = {**rec["timing"], "speedup": 0.8, "speedup_ci": [0.7, 0.9]}
+    judged = JudgedRecord.from_json(rec)
+    kernel, call = measures(rec)
+    for name, measure in zip(MEASURES, (kernel, call)):
+        assert measure is not None and speed(rec, name) == measure.speedup == measured(judged, name).speedup
+    assert (speed(rec, "kernel"), speed(rec, "call")) == (1.25, 0.8)
+    assert speed({**rec, "call_timing": None}, "call") is None and measures({**rec, "timing": None})[0] is None
+
+
 def test_code_must_be_what_was_judged(tmp_path: Path) -> None:
     with ExemplarDB(tmp_path / "x.sqlite") as db:
         with pytest.raises(ValueError, match="does not hash"):
