@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from cudal1_helpers import FAST, by_candidate, candidate_source, read_ledger, reason, run_pytest, task_source, \
-    write_candidate, write_task
+from cudal1_helpers import (FAST, by_candidate, candidate_source, read_ledger, reason, run_pytest, task_source,
+                            write_candidate, write_task)
 from pytest_cudal1.recipes import Recipe
 from pytest_cudal1.seeds import derived, task_seed
 from pytest_cudal1.workers.reference import ReferenceWorker
