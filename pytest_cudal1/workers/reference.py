@@ -115,8 +115,8 @@ class ReferenceWorker:
         kept = self.cache.get(recipe) if reuse else None
         done = self._computed(recipe) if kept is None else _moved_trial(kept, self.device)
         if reuse and kept is None and self.cache.fits(done.nbytes):
-            self.cache.put(recipe, done if not self.device.startswith("cuda") else _moved_trial(done, "cpu"),
-                           done.nbytes)
+            host = _moved_trial(done, "cpu") if self.device.startswith("cuda") else done
+            self.cache.put(recipe, host, done.nbytes)
         # Running maxima: taking a kept trial's own rounding again leaves them as a recomputation would.
         self.rounding = max(self.rounding, done.rounding)
         self.abs_rounding = max(self.abs_rounding, done.abs_rounding)
