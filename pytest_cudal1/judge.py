@@ -25,7 +25,7 @@ from pytest_cudal1.messages import asked_bytes, compile_reason, flag_verdict, in
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe
 from pytest_cudal1.references import ReferencePool, claim
-from pytest_cudal1.seeds import KeyedRandom, derived, draw_judge_seed
+from pytest_cudal1.seeds import KeyedRandom, derived, draw_judge_seed, task_seed
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import measured, reward_for
 from pytest_cudal1.static_scan import scan
@@ -49,10 +49,13 @@ class JudgeConfig:
     peak_bandwidth_gbs: float | None = None  # None: measured on the GPU, no floor on the CPU
     remeasure_above: float = 10.0
     timing_processes: int = 1  # worker-process pairs each candidate is timed in (``timing.pool_runs``)
-    # Seed of recipes, timing inputs, pair order and audits (``seeds``); None: drawn per item after the build.
+    # Seed of timing inputs, pair order and audits (``seeds``), and of the tasks' trial seeds; None: drawn per
+    # item after the build (trial seeds: per task, ``Judge.trial_secret``).
     judge_seed: int | None = None
     allow_global: frozenset[str] = frozenset()  # algorithm-selection settings a candidate may change (``allowances``)
     speedup: str = "kernel"  # the measure the reward is taken from (``reward.MEASURES``); both are recorded
+    # Every candidate gets trial recipes of its own and the reference recomputes them (``--cudal1-fresh-trials``).
+    fresh_trials: bool = False
 
 
 class Judge:
@@ -70,6 +73,7 @@ class Judge:
         self.digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
         self.allowed: set[str] = set()  # flags the reference raised on itself in trials: legal for the candidate
         self._spare: tuple[tuple[str, str], WorkerProcess] | None = None  # started early for the next item
+        self._trial_secrets: dict[str, int] = {}  # task sha256 -> seed of its trial recipes this run; never recorded
 
     def close(self) -> None:
         """End every worker and the build pool (end of session)."""
@@ -169,7 +173,7 @@ class Judge:
             return self._with_memory(bad, reference, worker)
         # Drawn now, after ModelNew is built: nothing the candidate's process holds follows from it.
         record.judge_seed = secret = draw_judge_seed() if cfg.judge_seed is None else cfg.judge_seed
-        bad = check_trials(self, task, reference, worker, record, secret)
+        bad = check_trials(self, task, reference, worker, record, self.trial_secret(task, secret))
         phase("trials")
         if bad is not None:
             return self._with_memory(bad, reference, worker)
@@ -231,6 +235,18 @@ class Judge:
             return Verdict(Reason.LIBRARY_ONLY, f"only library kernels ran: {', '.join(record.kernels[:6])}",
                            {"kernels": record.kernels})
         return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
+
+    def trial_secret(self, task: Task, secret: int) -> int:
+        """The seed of ``task``'s trial recipes: one per task for the whole run, so the reference worker's
+        computed trials serve every candidate of it (``--cudal1-fresh-trials``: the item's own ``secret``).
+
+        Drawn when the task is first judged here and never written anywhere a candidate could read it:
+        a later candidate could read the ledger (``judge_seed`` stays the item's own seed)."""
+        if self.cfg.fresh_trials:
+            return secret
+        if task.sha256 not in self._trial_secrets:
+            self._trial_secrets[task.sha256] = task_seed(self.cfg.judge_seed, task.sha256)
+        return self._trial_secrets[task.sha256]
 
     def _load(self, worker: WorkerProcess, candidate: Candidate, record: JudgedRecord, screen: GlobalScreen,
               reference: WorkerProcess, phase: Callable[[str], None] = lambda _: None) -> Verdict | None:

@@ -19,8 +19,12 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("ledger", "string", "cudal1-ledger.jsonl", "reward ledger (JSONL) to append every judged pair to"),
     ("trials", "int", 5, "correctness trials per candidate (hypothesis-drawn input recipes)"),
     ("seed", "int", None, "seed the models' weights are built under (default: random, recorded in the ledger)"),
-    ("judge-seed", "int", None, "seed of recipes, timing inputs, order and audits, to reproduce a run (default: "
-                                "drawn per item after the candidate is built, recorded as judge_seed)"),
+    ("judge-seed", "int", None, "seed of timing inputs, order and audits, and of every task's trial recipes, to "
+                                "reproduce a run (default: drawn per item after the candidate is built, recorded "
+                                "as judge_seed; trial recipes per task, never recorded)"),
+    ("fresh-trials", "bool", False, "give every candidate trial recipes of its own, the reference recomputed for "
+                                    "each (default: a task's recipes are drawn once per run, its reference outputs "
+                                    "reused by its candidates)"),
     ("compile-timeout", "float", 600.0, "seconds a candidate may spend importing/compiling, constructing ModelNew, "
                                         "and in its first (warm-up) call"),
     ("call-timeout", "float", 60.0, "seconds one forward call may take before its worker is killed"),

@@ -260,6 +260,7 @@ class CudaL1Session:
             timing_processes=max(1, setting(self.config, "timing-processes")),
             allow_global=self.allow_global,
             speedup=speedup_measure(self.config),
+            fresh_trials=setting(self.config, "fresh-trials"),
         )
 
     def judge(self) -> Any:

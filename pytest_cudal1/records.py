@@ -78,7 +78,7 @@ class JudgedRecord:
     first_call_ms: float | None = None
     peak_memory_bytes: int | None = None
     seed: int | None = None
-    judge_seed: int | None = None  # seed of recipes, timing inputs, order and audits (``seeds``)
+    judge_seed: int | None = None  # seed of timing inputs, order and audits (``seeds``); of recipes with fresh trials
     kernels: list[str] = dataclasses.field(default_factory=list)  # GPU kernels one call launched (profiler)
     static_findings: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # warnings, never verdicts
     global_flags_set: list[str] = dataclasses.field(default_factory=list)  # allowed settings the candidate changed
@@ -91,6 +91,7 @@ class JudgedRecord:
     # How an optimizer-made candidate came to be (policy, backend, round, turn, parent exemplar ids,
     # prompt_sha256, prompt_path, tokens); None for a hand-written candidate.
     origin: dict[str, Any] | None = None
+    trials_cached: int = 0  # trials whose reference outputs the reference worker had computed for an earlier candidate
     harness_version: str = __version__
     judged_at: str = dataclasses.field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

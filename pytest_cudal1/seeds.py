@@ -2,9 +2,11 @@
 
 Both models are built after ``torch.manual_seed(weight seed)`` (``--cudal1-seed``) so that their
 weights match, and a candidate reads that seed back with ``torch.initial_seed()``. Nothing the
-checks draw may follow from it: the trial recipes, the timing inputs, the pair order and which
-pairs are audited come from a *judge seed* that the controller draws from the OS (``secrets``) after
-``ModelNew`` is built, one per item (``--cudal1-judge-seed`` fixes it to reproduce a run).
+checks draw may follow from it: the timing inputs, the pair order and which pairs are audited come
+from a *judge seed* that the controller draws from the OS (``secrets``) after ``ModelNew`` is built,
+one per item (``--cudal1-judge-seed`` fixes it to reproduce a run); the trial recipes from a *task
+seed* drawn once per task and run (``task_seed``), so the reference's trial outputs serve every
+candidate of the task.
 
 Each draw is a keyed hash (BLAKE2b) of its purpose and a counter, not a Mersenne Twister: the
 candidate sees every timed call's seed, and the Twister's state can be solved from some 650 of
@@ -52,6 +54,14 @@ class KeyedRandom(random.Random):
             value |= self._word() << bits
             bits += 64
         return value & ((1 << k) - 1)
+
+
+def task_seed(judge_seed: int | None, task_sha256: str) -> int:
+    """A task's trial seed for one run: from the OS, or (``--cudal1-judge-seed``) from the judge seed
+    and the task's hash, so a given judge seed reproduces every task's recipes."""
+    if judge_seed is None:
+        return draw_judge_seed()
+    return KeyedRandom(judge_seed, f"trials/{task_sha256}").getrandbits(SEED_BITS)
 
 
 def derived(key: int, purpose: str) -> int:

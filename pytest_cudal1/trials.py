@@ -47,7 +47,9 @@ def check_trials(judge: "Judge", task: Task, reference: WorkerProcess, worker: W
     A mixed recipe (one region of another family, sparse outliers) always runs second: a candidate
     that peeks at a few elements and skips work on the task's own distribution meets it on every
     run, not only when hypothesis happens to draw a mixed recipe (about half its draws). Recipes
-    follow from the judge seed ``secret``, never from the seed the models were built under.
+    follow from ``secret`` (the task's trial seed for this run, ``Judge.trial_secret``), never from
+    the seed the models were built under; so the task's candidates meet the same recipes and the
+    reference worker serves the ones it computed before (``record.trials_cached`` counts them).
     """
     from hypothesis import HealthCheck, Phase, Verbosity, example, given, reject, settings
     from hypothesis import seed as hypothesis_seed
@@ -75,12 +77,14 @@ def check_trials(judge: "Judge", task: Task, reference: WorkerProcess, worker: W
                 raise failed[recipe]
             reject()
         try:
-            ref = reference.request("trial", {"recipe": dataclasses.asdict(recipe)}, cfg.call_timeout * 4)
+            ref = reference.request("trial", {"recipe": dataclasses.asdict(recipe), "reuse": not cfg.fresh_trials},
+                                    cfg.call_timeout * 4)
             inputs = reference.request("inputs", None, cfg.call_timeout, raw=True)
         except WorkerFailure as exc:
             fatal.append(WorkerFailure(Reason.REFERENCE_ERROR, f"reference failed on {recipe}: {exc.message}",
                                        exc.evidence))
             raise Fatal(fatal[0]) from None
+        record.trials_cached += bool(ref["cached"])
         if recipe.family != "task" and ref["nonfinite"]:
             reject()
         # A reference that returns a view of its inputs moves no bytes: no floor then.

@@ -139,13 +139,14 @@ def reason(record: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- running ---
 
-def run_pytest(cwd: Path, *args: str, timeout: float = 400) -> pytest.RunResult:
+def run_pytest(cwd: Path, *args: str, timeout: float = 400, env: dict[str, str] | None = None) -> pytest.RunResult:
     """pytest as a real subprocess in ``cwd``, for runs shared by several tests (module fixtures).
 
     ``pytester`` is function-scoped, so a run whose results many parametrized
     tests read is started this way instead; the result has the same API.
+    ``env``: variables set for that run (and so for its workers).
     """
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, **(env or {})}
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],

@@ -10,6 +10,7 @@ the controller) against them here, on its device, and times the reference.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import types
 from typing import Any
 
@@ -19,6 +20,7 @@ from pytest_cudal1.compare import REFILL_GAIN, absolute_rounding, compare, relat
 from pytest_cudal1.recipes import Recipe, draw_inputs
 from pytest_cudal1.workers import guards, runtime
 from pytest_cudal1.workers.timing_inputs import TimingInputs
+from pytest_cudal1.workers.trial_cache import TrialCache, bound_from_env
 
 # Draws of the task's own inputs the reference's rounding is measured on before the first trial.
 ROUNDING_DRAWS = 2
@@ -47,6 +49,7 @@ class ReferenceWorker:
         # The most one native call needed beyond its inputs: the model and the call's own allocations
         # (CUDA: torch's peak; CPU: its outputs). Twice this is left free for the candidate while timing.
         self.call_peak = 0
+        self.cache: TrialCache[_Trial] = TrialCache(bound_from_env())  # computed trials, for the next candidates
 
     @property
     def rounding_floor(self) -> float:
@@ -104,28 +107,43 @@ class ReferenceWorker:
         Returns what the controller decides with: the reference's digest (for replay detection),
         output sizes (to poison), whether the reference itself aliases or mutates inputs, and
         whether it produced NaN/Inf (a drawn family that breaks the task is rejected).
+        ``reuse``: a recipe computed before is served from ``self.cache`` (``cached`` says so),
+        and one computed now is kept there.
         """
-        assert self.module is not None and self.model is not None
         recipe = Recipe(**body["recipe"])
+        reuse = bool(body.get("reuse"))
+        kept = self.cache.get(recipe) if reuse else None
+        done = self._computed(recipe) if kept is None else _moved_trial(kept, self.device)
+        if reuse and kept is None and self.cache.fits(done.nbytes):
+            host = _moved_trial(done, "cpu") if self.device.startswith("cuda") else done
+            self.cache.put(recipe, host, done.nbytes)
+        # Running maxima: taking a kept trial's own rounding again leaves them as a recomputation would.
+        self.rounding = max(self.rounding, done.rounding)
+        self.abs_rounding = max(self.abs_rounding, done.abs_rounding)
+        self.trial_inputs, self.expected, self.native = done.originals, done.expected, done.native
+        self.poison_sizes = list(done.reply["output_nbytes"])
+        return {**done.reply, "rounding": self.rounding, "rounding_floor": self.rounding_floor,
+                "cached": kept is not None}
+
+    def _computed(self, recipe: Recipe) -> "_Trial":
+        """One trial computed: its inputs drawn, both reference outputs, and the reply's facts."""
+        assert self.module is not None and self.model is not None
         inputs = draw_inputs(self.module.get_inputs, recipe, self.device)
         guarded = guards.Guarded(inputs)
         native, expected, precise = self._reference(guarded.inputs, guarded.originals)
-        self.rounding = max(self.rounding, relative_rounding(native, expected))
-        self.abs_rounding = max(self.abs_rounding, absolute_rounding(native, expected))
-        self.trial_inputs, self.expected, self.native = guarded.originals, expected, native
         outs = list(guards.tensors(native))
-        self.poison_sizes = [t.numel() * t.element_size() for t in outs]
-        reply = {"float64": precise, "rounding": self.rounding, "rounding_floor": self.rounding_floor,
-                 "aliases_input": guards.aliases(native, guarded.inputs),
+        reply = {"float64": precise, "aliases_input": guards.aliases(native, guarded.inputs),
                  "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
                  "output_nbytes": [t.numel() * t.element_size() for t in outs],
                  "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
+        done = _Trial(guarded.originals, expected, native, relative_rounding(native, expected),
+                      absolute_rounding(native, expected), reply)
         del guarded, inputs
         if self.device.startswith("cuda"):
             # The guard buffers and float64 temporaries stay cached otherwise: on a 6.4 GB-input task the
             # reference held 104-137 GB through the candidate's warm-up, which then ran out of memory (H200).
             torch.cuda.empty_cache()
-        return reply
+        return done
 
     def _reference(self, inputs: list[Any], originals: list[Any] | None = None) -> tuple[Any, Any, bool]:
         """(native output, float64 output, whether float64 ran) on ``inputs`` (float64 from ``originals``)."""
@@ -298,6 +316,30 @@ class ReferenceWorker:
         end.record()
         torch.cuda.synchronize()
         return 2 * src.numel() * 4 * 10 / (start.elapsed_time(end) / 1e3) / 1e9
+
+
+@dataclasses.dataclass
+class _Trial:
+    """One computed trial: the inputs sent to the candidate, both reference outputs, their rounding."""
+
+    originals: list[Any]
+    expected: Any  # the float64 output; ``native`` itself where float64 could not run
+    native: Any
+    rounding: float  # ``compare.relative_rounding`` of this trial alone
+    abs_rounding: float
+    reply: dict[str, Any]  # what ``trial`` returns, less the running roundings
+
+    @property
+    def nbytes(self) -> int:
+        outputs = [self.native] if self.expected is self.native else [self.native, self.expected]
+        return sum(t.numel() * t.element_size() for t in guards.tensors([self.originals, *outputs]))
+
+
+def _moved_trial(done: _Trial, device: str) -> _Trial:
+    """``done``'s tensors on ``device`` (kept trials wait on the host, so the candidate's timing has the GPU)."""
+    native = _on_device(done.native, device)
+    expected = native if done.expected is done.native else _on_device(done.expected, device)
+    return dataclasses.replace(done, originals=_on_device(done.originals, device), expected=expected, native=native)
 
 
 # The first trial holds the inputs five times (as drawn, inside guard buffers, their clone, and a float64
