@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU runs behind benchmarks/results/, in phases that fit one device call each:
 #   bash benchmarks/gpu_session.sh PHASE [PHASE ...]
-# PHASE: tests (GPU-marked tests), suite (the whole red-team suite, CPU cases on CUDA too), bundled (the
+# PHASE: tests (GPU-marked tests; TESTS_PATHS narrows them to some files), suite (the whole red-team suite, CPU cases on CUDA too), bundled (the
 # bundled set), kernelbench (level-1 candidates), kbrefs (the level-1 references judged as candidates),
 # cheats (the red-team release), rewrites (the built-in policy's torch.compile and CUDA-graph rewrites of the
 # tasks in .device/kb_rewrites.jsonl, judged with both speed measures), timing (benchmarks/timing_quality.py), probe
@@ -47,7 +47,7 @@ for phase in "$@"; do
     start=$(date +%s)
     case "$phase" in
         tests)
-            python3 -m pytest tests -m gpu -q -p no:cacheprovider -rs >"$stage/tests-gpu.log" 2>&1 ;;
+            python3 -m pytest ${TESTS_PATHS:-tests} -m gpu -q -p no:cacheprovider -rs >"$stage/tests-gpu.log" 2>&1 ;;
         suite)
             python3 -m pytest tests/cheats tests/test_plugin_collection.py -q -p no:cacheprovider -rs \
                 -k "${SUITE_K:-not nothing}" >>"$stage/tests-suite.log" 2>&1 ;;
