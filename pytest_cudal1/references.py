@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from pytest_cudal1.judge import JudgeConfig
 
 
+# Imported by a reference worker at start-up: ``probe``'s sizing on the meta device imports dynamo at its first op
+# (3 s on a loaded 2-core machine), which would otherwise fall in the item's ``reference_start``.
+PRELOADED = ("torch._dynamo",)
+
+
 class ReferencePool:
     """One trusted reference worker per task, reused by consecutive candidates of that task."""
 
@@ -31,7 +36,7 @@ class ReferencePool:
 
     def _start(self, task: Task) -> WorkerProcess:
         safe = task.id.replace("/", "_")
-        return WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log")
+        return WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log", preload=PRELOADED)
 
     def _load_body(self, task: Task, ahead: bool = False) -> dict[str, Any]:
         return {"source": task.source, "origin": task.origin, "seed": self.cfg.seed, "ahead": ahead}
@@ -75,8 +80,8 @@ class ReferencePool:
         if self.worker is not None and ahead is not None:
             self.start, loaded = "loaded_ahead", ahead
         else:  # the worker is kept in ``self.worker`` first, so ``close_current`` ends it if its load fails
-            self.worker = self.worker or self._start(task)
-            self.start, loaded = "fresh", self.worker.request("load", self._load_body(task), self.cfg.compile_timeout)
+            self.worker, self.start = self.worker or self._start(task), "fresh"
+            loaded = self.worker.request("load", self._load_body(task), self.cfg.compile_timeout)
         self.init_inputs = loaded["init_inputs"]
         probe = self.worker.request("probe", {"recipe": dataclasses.asdict(Recipe(seed=self.cfg.seed, family="task",
                                                                                   scale=1.0))},
