@@ -163,3 +163,17 @@ def test_a_request_sent_now_is_answered_later(tmp_path: Path) -> None:
         assert worker.request("ready", None, 30)["preloaded"] == []  # the worker goes on answering
     finally:
         worker.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
+@pytest.mark.parametrize("role", ["candidate", "reference"])
+def test_workers_come_up_with_a_cuda_context(tmp_path: Path, role: str) -> None:
+    """On a GPU both workers create their CUDA context before the first request (the candidate's libraries too)."""
+    worker = WorkerProcess(role, tmp_path / "w.log", preload=("torch.utils.cpp_extension",))
+    try:
+        ready = worker.request("ready", None, 300)
+        assert ready["cuda_context"] is True and ready["device"] == "cuda"
+        assert ready["preloaded"] == ["torch.utils.cpp_extension"]
+    finally:
+        worker.close()

@@ -7,10 +7,10 @@ never to the channel, and the log's tail becomes evidence when it dies.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
-import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +54,8 @@ HARNESS_DIR = str(Path(__file__).resolve().parents[1])  # frames of the harness'
 
 # What the candidate's code was doing in the requests that run it, for a worker that died there.
 REQUEST_PHASES = {
-    "ready": "starting up (no candidate code yet)", "load": "importing the candidate", "build": "constructing ModelNew", "warm_up": "the warm-up call",
+    "ready": "starting up (no candidate code yet)", "load": "importing the candidate",
+    "build": "constructing ModelNew", "warm_up": "the warm-up call",
     "run": "a correctness call", "place": "setting up the eager timing placements, one untimed pass each",
     "capture": "capturing the calls as CUDA graphs", "time": "a timed sample", "profile": "the profiled call",
 }
