@@ -29,6 +29,16 @@ GPU_ONLY_BACKENDS = ("cuda", "cupy")
 # Without a GPU these run under a simulator (TRITON_INTERPRET=1, NUMBA_ENABLE_CUDASIM=1): a correctness
 # check only, their times say nothing about the kernel.
 SIMULATED_WITHOUT_GPU = ("triton", "numba")
+# What a candidate worker imports at start-up, before any candidate code (``runtime.warm_start``): its
+# backend's libraries, and the profiler's Python module (no CUPTI until ``profile``).
+BACKEND_LIBRARIES = {"cpp": ("torch.utils.cpp_extension",), "cuda": ("torch.utils.cpp_extension",),
+                     "triton": ("triton",), "cupy": ("cupy",), "numba": ("numba", "numba.cuda")}
+PRELOADED_ALWAYS = ("torch.profiler",)
+
+
+def preloaded(backend: str) -> tuple[str, ...]:
+    """The libraries a worker for a candidate of ``backend`` imports before its first request."""
+    return PRELOADED_ALWAYS + BACKEND_LIBRARIES.get(backend, ())
 
 
 def simulated(backend: str, device: str) -> bool:

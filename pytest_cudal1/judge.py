@@ -20,7 +20,7 @@ from kernelbench.loaders import Task
 from pytest_cudal1 import environment
 from pytest_cudal1.allowances import GlobalScreen
 from pytest_cudal1.builds import BuildPool
-from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate
+from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate, preloaded
 from pytest_cudal1.messages import asked_bytes, compile_reason, flag_verdict, interval_text, memory_message
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe
@@ -86,19 +86,36 @@ class Judge:
     def _start_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
         safe = f"{task.id}-{candidate.name}".replace("/", "_")
         return WorkerProcess("candidate", self.cfg.workdir / "logs" / f"candidate-{safe}.log",
-                             env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)))
+                             env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)),
+                             preload=preloaded(candidate.backend))
 
     def _prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
-        """Start the next item's workers (interpreter, torch, CUDA context: seconds each) while this one ends.
+        """Start the next item's workers (interpreter, torch, CUDA context, libraries: seconds each) and, for
+        another task, load that task, while this item is judged: only trusted work overlaps it.
 
-        Called after timing, so the start-up never overlaps a measurement. The worker imports no
-        candidate code until its own item sends ``load``.
+        Called once this item's reference is probed and its candidate imported (the idle synchronize
+        each calibrates, and the free memory the probe reads, are taken with nothing else running);
+        ``_await_spares`` waits for all of it before timing. The candidate worker imports no candidate
+        code until its own item sends ``load``.
         """
         if upcoming is None or self._spare is not None or self.unavailable(upcoming[1]) is not None:
             return
         task, candidate = upcoming
         self.references.prefetch(task)
-        self._spare = ((task.id, candidate.sha256), self._start_worker(task, candidate))
+        worker = self._start_worker(task, candidate)
+        worker.start_request("ready")  # answered once its warm start is done
+        self._spare = ((task.id, candidate.sha256), worker)
+
+    def _await_spares(self) -> None:
+        """The barrier before timing: every spare has finished starting (and loading ahead), so no start-up
+        overlaps a measurement. A spare that failed to start is closed; the next item starts its own."""
+        if self._spare is not None and self._spare[1].pending is not None:
+            try:
+                self._spare[1].finish_request(self.cfg.compile_timeout)
+            except WorkerFailure:
+                self._spare[1].close()
+                self._spare = None
+        self.references.await_spare()
 
     def _take_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
         spare, self._spare = self._spare, None
@@ -141,24 +158,28 @@ class Judge:
         if build.reason is not Reason.OK:
             record.verdict = Verdict(build.reason, build.message, {"log_tail": build.log_tail})
             return record
+        spare = self._spare[1] if self._spare is not None else None
+        worker = self._take_worker(task, candidate)  # a fresh one starts while the reference loads
+        record.warm_start["candidate"] = "spare" if worker is spare else "fresh"
         try:
-            reference = self.references.get(task)
-            phase("reference_start")
-        except WorkerFailure as exc:
-            self.references.close_current()
-            if exc.reason is Reason.REFERENCE_TOO_LARGE:  # a harness error: no reward, not the candidate's
-                record.verdict = Verdict(exc.reason, exc.message, exc.evidence)
+            try:
+                reference = self.references.get(task)
+                phase("reference_start")
+            except WorkerFailure as exc:
+                self.references.close_current()
+                if exc.reason is Reason.REFERENCE_TOO_LARGE:  # a harness error: no reward, not the candidate's
+                    record.verdict = Verdict(exc.reason, exc.message, exc.evidence)
+                    return record
+                reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR
+                record.verdict = Verdict(reason, f"reference for {task.id}: {exc.message}", exc.evidence)
                 return record
-            reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR
-            record.verdict = Verdict(reason, f"reference for {task.id}: {exc.message}", exc.evidence)
-            return record
-        worker = self._take_worker(task, candidate)
-        try:
+            finally:
+                record.warm_start["reference"] = self.references.start
             record.verdict = self._run(task, candidate, reference, worker, record, phase, screen,
                                        lambda: self._prefetch(upcoming))
         finally:
             worker.close()
-            self._prefetch(upcoming)
+            self._prefetch(upcoming)  # the item ended before its candidate was imported: start them now
         record.global_flags_set = sorted(screen.accepted)
         record.reward_measure = self.cfg.speedup
         record.reward = reward_for(record.verdict, measured(record, self.cfg.speedup))
@@ -166,9 +187,9 @@ class Judge:
 
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
              record: JudgedRecord, phase: "_Phases", screen: GlobalScreen,
-             after_timing: Callable[[], None]) -> Verdict:
+             start_spares: Callable[[], None]) -> Verdict:
         cfg = self.cfg
-        bad = self._load(worker, candidate, record, screen, reference, phase)
+        bad = self._load(worker, candidate, record, screen, reference, phase, start_spares)
         if bad is not None:
             return self._with_memory(bad, reference, worker)
         # Drawn now, after ModelNew is built: nothing the candidate's process holds follows from it.
@@ -182,6 +203,8 @@ class Judge:
             phase.begin("build_wait")
             self.builds.wait_idle()  # compilers never share the cores with a CPU measurement
         phase("build_wait")  # booked as waiting, never as timing
+        self._await_spares()
+        phase("spare_wait")
         pairs, replica_strays = [(reference, worker)], []
         # Started together, so their interpreters and CUDA contexts come up side by side.
         replicas = [self._start_worker(task, candidate) for _ in range(1, cfg.timing_processes)]
@@ -213,7 +236,6 @@ class Judge:
             else:
                 record.call_timing = call_measure_on_cpu(record.timing)
             phase("timing")
-            after_timing()
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
             record.kernels = worker.request("profile", None, cfg.call_timeout) if cfg.list_kernels else []
             phase("profile")
@@ -249,8 +271,11 @@ class Judge:
         return self._trial_secrets[task.sha256]
 
     def _load(self, worker: WorkerProcess, candidate: Candidate, record: JudgedRecord, screen: GlobalScreen,
-              reference: WorkerProcess, phase: Callable[[str], None] = lambda _: None) -> Verdict | None:
+              reference: WorkerProcess, phase: Callable[[str], None] = lambda _: None,
+              imported: Callable[[], None] = lambda: None) -> Verdict | None:
         """Import the candidate in its worker, build its ModelNew and warm it up; a verdict if that failed.
+
+        ``imported`` is called once the import is done (the next item's spares start there).
 
         From here on every reply's flags pass ``screen``: the settings the user allowed are dropped.
         Construction and the warm-up call get the compile timeout: ``load_inline`` in ``__init__``
@@ -259,11 +284,16 @@ class Judge:
         cfg = self.cfg
         worker.screen = screen
         try:
+            # A spare's warm start was asked for when it started; a fresh worker's is waited for here.
+            warm = (worker.finish_request(cfg.compile_timeout) if worker.pending == "ready"
+                    else worker.request("ready", None, cfg.compile_timeout))
+            record.warm_start.setdefault("preloaded", warm["preloaded"])
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
                                              "module_name": self.builds.module_name(candidate)}, cfg.compile_timeout)
         except WorkerFailure as exc:
             return Verdict(compile_reason(exc, Reason.IMPORT_ERROR), exc.message, exc.evidence)
         phase("candidate_import")
+        imported()
         if not record.compile_s:  # lazily compiling backends, and cached builds: the import is the cost
             record.compile_s = loaded["import_s"]
         if loaded["flags"]:

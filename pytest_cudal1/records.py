@@ -88,6 +88,10 @@ class JudgedRecord:
     call_timing: PairedTiming | None = None
     reward_measure: str = "kernel"  # the measure the reward was taken from (``--cudal1-speedup``)
     task_sha256: str | None = None  # the task source's hash: the exemplar database's key
+    # How the item's workers came up (``Judge.judge``): the reference worker "kept", "loaded_ahead" (a spare that
+    # loaded the task while the previous item was judged) or "fresh"; the candidate's worker a "spare" or "fresh";
+    # the libraries that worker imported at start-up ("preloaded").
+    warm_start: dict[str, Any] = dataclasses.field(default_factory=dict)
     # How an optimizer-made candidate came to be (policy, backend, round, turn, parent exemplar ids,
     # prompt_sha256, prompt_path, tokens); None for a hand-written candidate.
     origin: dict[str, Any] | None = None

@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from pytest_cudal1.judge import JudgeConfig
 
 
+# Imported by a reference worker at start-up: ``probe``'s sizing on the meta device imports dynamo at its first op
+# (3 s on a loaded 2-core machine), which would otherwise fall in the item's ``reference_start``.
+PRELOADED = ("torch._dynamo",)
+
+
 class ReferencePool:
     """One trusted reference worker per task, reused by consecutive candidates of that task."""
 
@@ -24,27 +29,59 @@ class ReferencePool:
         self.worker: WorkerProcess | None = None
         self.init_inputs: list[Any] = []
         self.spare: tuple[str, WorkerProcess] | None = None  # (task sha, worker) started for the next task
+        self.ahead: dict[str, Any] | None = None  # the spare's answer to its load made ahead, once read
+        self.start = "fresh"  # how ``get`` came by the current worker: "kept", "loaded_ahead" or "fresh"
         self.replicas: list[WorkerProcess] = []  # more reference workers of the task, for timing in several pairs
         self.call_peak = 0  # the most one reference call needed beyond its inputs (``ReferenceWorker.probe``)
 
     def _start(self, task: Task) -> WorkerProcess:
         safe = task.id.replace("/", "_")
-        return WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log")
+        return WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log", preload=PRELOADED)
+
+    def _load_body(self, task: Task, ahead: bool = False) -> dict[str, Any]:
+        return {"source": task.source, "origin": task.origin, "seed": self.cfg.seed, "ahead": ahead}
 
     def prefetch(self, task: Task) -> None:
-        """Start the worker for the next item's task early, when that task differs from the current one."""
+        """Start the worker for the next item's task early, when that task differs from the current one,
+        and have it load the task (trusted code) meanwhile.
+
+        Not ``probe``: it decides REFERENCE_TOO_LARGE from the free memory, which the current item holds.
+        """
         if task.sha256 != self.task_sha and self.spare is None:
-            self.spare = (task.sha256, self._start(task))
+            worker = self._start(task)
+            worker.start_request("load", self._load_body(task, ahead=True))
+            self.spare, self.ahead = (task.sha256, worker), None
+
+    def await_spare(self) -> None:
+        """Wait for the spare's load made ahead (part of the barrier before timing); keep its answer for ``get``.
+
+        A spare whose load failed, however, is closed: ``get`` loads the task again in a fresh worker,
+        so the failure is named exactly as a load made then names it.
+        """
+        if self.spare is None or self.spare[1].pending is None:
+            return
+        try:
+            self.ahead = self.spare[1].finish_request(self.cfg.compile_timeout)
+        except WorkerFailure:
+            self.spare[1].close()
+            self.spare = None
 
     def get(self, task: Task) -> WorkerProcess:
+        """The task's loaded and probed reference worker: the one kept, the spare loaded ahead, or a new one."""
         if self.worker is not None and self.task_sha == task.sha256 and self.worker.proc.poll() is None:
+            self.start = "kept"
             return self.worker
         self.close_current()
-        spare, self.spare = self.spare, None
-        self.worker = claim(spare, task.sha256) or self._start(task)
-        self.task_sha = task.sha256
-        loaded = self.worker.request("load", {"source": task.source, "origin": task.origin, "seed": self.cfg.seed},
-                                     self.cfg.compile_timeout)
+        if self.spare is not None and self.spare[0] == task.sha256:
+            self.await_spare()  # no barrier waited for it: the item it was started in ended before timing
+        spare, ahead = self.spare, self.ahead
+        self.spare, self.ahead = None, None
+        self.worker, self.task_sha = claim(spare, task.sha256), task.sha256
+        if self.worker is not None and ahead is not None:
+            self.start, loaded = "loaded_ahead", ahead
+        else:  # the worker is kept in ``self.worker`` first, so ``close_current`` ends it if its load fails
+            self.worker, self.start = self.worker or self._start(task), "fresh"
+            loaded = self.worker.request("load", self._load_body(task), self.cfg.compile_timeout)
         self.init_inputs = loaded["init_inputs"]
         probe = self.worker.request("probe", {"recipe": dataclasses.asdict(Recipe(seed=self.cfg.seed, family="task",
                                                                                   scale=1.0))},
@@ -61,8 +98,7 @@ class ReferencePool:
             self.replicas.pop(i - 1).close()
         while len(self.replicas) < i:
             worker = self._start(task)
-            worker.request("load", {"source": task.source, "origin": task.origin, "seed": self.cfg.seed},
-                           self.cfg.compile_timeout)
+            worker.request("load", self._load_body(task), self.cfg.compile_timeout)
             self.replicas.append(worker)
         return self.replicas[i - 1]
 
@@ -77,7 +113,7 @@ class ReferencePool:
         self.close_current()
         if self.spare is not None:
             self.spare[1].close()
-            self.spare = None
+            self.spare, self.ahead = None, None
 
 
 def claim(spare: tuple[Any, WorkerProcess] | None, key: Any) -> WorkerProcess | None:

@@ -75,7 +75,9 @@ def flag(code: str, detail: str) -> dict[str, str]:
 class CandidateWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
-        self.flush = runtime.Flusher(self.device)  # also initializes CUDA before the baseline below
+        # Before the baseline below: what importing a library changes is not the candidate's doing.
+        self.warm = runtime.warm_start(self.device)
+        self.flush = runtime.Flusher(self.device)
         self.idle_sync = 0.0
         self.baseline = guards.settings()
         self.watch = guards.TamperWatch()
@@ -97,6 +99,10 @@ class CandidateWorker:
         if tampered:
             flags.append(flag("JUDGE_TAMPERING", tampered))
         return flags + guards.state_changes(self.baseline, guards.settings())
+
+    def ready(self, _body: Any) -> dict[str, Any]:
+        """Answered once the warm start is done (``runtime.warm_start``): what it did."""
+        return self.warm
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         # Calibrated here, not at start-up: the worker may start while the previous item still runs on the
@@ -337,6 +343,7 @@ def main() -> None:
         return
     worker = CandidateWorker()
     runtime.serve({
+        "ready": worker.ready,
         "load": worker.load,
         "build": worker.build,
         "warm_up": worker.warm_up,

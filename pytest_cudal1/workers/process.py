@@ -7,13 +7,14 @@ never to the channel, and the log's tail becomes evidence when it dies.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError, Raw, decode
@@ -32,6 +33,8 @@ ERROR_KIND_REASONS = {
 # cores the timed one needs (seen here: 5 ms instead of 0.02 ms on 2 cores).
 QUIET_CPU = {"OMP_WAIT_POLICY": "PASSIVE"}
 TOKEN_VAR = "CUDAL1_WORKER_TOKEN"
+# Libraries a worker imports at start-up, before its first request (``runtime.warm_start``): comma-separated.
+PRELOAD_VAR = "CUDAL1_WORKER_PRELOAD"
 
 
 PIPE_BYTES = 1 << 20  # Linux's default unprivileged maximum; 16x fewer switches than 64 KiB for big tensors
@@ -51,7 +54,8 @@ HARNESS_DIR = str(Path(__file__).resolve().parents[1])  # frames of the harness'
 
 # What the candidate's code was doing in the requests that run it, for a worker that died there.
 REQUEST_PHASES = {
-    "load": "importing the candidate", "build": "constructing ModelNew", "warm_up": "the warm-up call",
+    "ready": "starting up (no candidate code yet)", "load": "importing the candidate",
+    "build": "constructing ModelNew", "warm_up": "the warm-up call",
     "run": "a correctness call", "place": "setting up the eager timing placements, one untimed pass each",
     "capture": "capturing the calls as CUDA graphs", "time": "a timed sample", "profile": "the profiled call",
 }
@@ -84,8 +88,10 @@ class WorkerFailure(Exception):
 class WorkerProcess:
     """One worker process and its channel."""
 
-    def __init__(self, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    def __init__(self, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: str | None = None,
+                 preload: tuple[str, ...] = ()) -> None:
         self.role = role
+        self.pending: str | None = None  # the kind of a request sent by ``start_request`` and not yet answered
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         to_worker_r, to_worker_w = os.pipe()
@@ -94,7 +100,7 @@ class WorkerProcess:
             _widen(fd)
         # Inherited by every descendant, even one that leaves the process group: how strays are found.
         self.token = secrets.token_hex(8)
-        env = {**(env or {}), TOKEN_VAR: self.token}
+        env = {**(env or {}), TOKEN_VAR: self.token, PRELOAD_VAR: ",".join(preload)}
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", f"pytest_cudal1.workers.{role}", str(to_worker_r), str(from_worker_w)],
@@ -112,20 +118,27 @@ class WorkerProcess:
 
         With ``raw`` the body comes back as a checked ``wire.Raw`` for relaying to another worker.
         """
-        try:
+        self.start_request(kind, body)
+        return self.finish_request(timeout, raw)
+
+    def start_request(self, kind: str, body: Any = None) -> None:
+        """Send a request without waiting for it: the worker works on it while the controller does other things.
+
+        At most one is outstanding; ``finish_request`` reads its answer (the deadline counts from then).
+        """
+        assert self.pending is None, f"{self.role} worker still owes the answer to {self.pending!r}"
+        with self._failures(kind, None):
             self.channel.send(kind, body)
+        self.pending = kind
+
+    def finish_request(self, timeout: float | None = None, raw: bool = False) -> Any:
+        """The answer to the request ``start_request`` sent: its body, or ``WorkerFailure`` as ``request`` raises."""
+        kind, self.pending = self.pending, None
+        assert kind is not None, "no request is outstanding"
+        with self._failures(kind, timeout):
             reply, payload = self.channel.recv(timeout, raw=raw)
             if reply == "error" and isinstance(payload, Raw):
                 payload = decode(payload.tree, payload.buffers)
-        except ChannelTimeout:
-            self.kill()
-            raise WorkerFailure(Reason.TIMEOUT, f"{kind!r} did not answer within {timeout:.0f} s; process group killed",
-                                {"log_tail": self.log_tail()}) from None
-        except (ChannelClosed, BrokenPipeError):
-            raise self._death(kind) from None
-        except ProtocolError as exc:
-            self.kill()
-            raise WorkerFailure(Reason.PROTOCOL_VIOLATION, f"malformed reply to {kind!r}: {exc}") from None
         if reply == "ok":
             return payload if raw else self.screen(payload)
         if reply == "error" and isinstance(payload, dict):
@@ -135,6 +148,21 @@ class WorkerProcess:
             raise WorkerFailure(reason, message, {"traceback": payload.get("traceback", ""), "log_tail": self.log_tail()})
         self.kill()
         raise WorkerFailure(Reason.PROTOCOL_VIOLATION, f"unexpected reply {reply!r} to {kind!r}")
+
+    @contextlib.contextmanager
+    def _failures(self, kind: str, timeout: float | None) -> Iterator[None]:
+        """What goes wrong on the channel during ``kind``, as the ``WorkerFailure`` that names it."""
+        try:
+            yield
+        except ChannelTimeout:
+            self.kill()
+            raise WorkerFailure(Reason.TIMEOUT, f"{kind!r} did not answer within {timeout:.0f} s; process group killed",
+                                {"log_tail": self.log_tail()}) from None
+        except (ChannelClosed, BrokenPipeError):
+            raise self._death(kind) from None
+        except ProtocolError as exc:
+            self.kill()
+            raise WorkerFailure(Reason.PROTOCOL_VIOLATION, f"malformed reply to {kind!r}: {exc}") from None
 
     def _death(self, kind: str) -> WorkerFailure:
         try:

@@ -29,6 +29,7 @@ ROUNDING_DRAWS = 2
 class ReferenceWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
+        self.warm = runtime.warm_start(self.device)
         self.module: types.ModuleType | None = None
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
@@ -36,7 +37,7 @@ class ReferenceWorker:
         self.last_output: Any = None
         self.timed_outputs: list[Any] = []  # the last timed sample's outputs, for ``digests``
         self.flush = runtime.Flusher(self.device)
-        self.idle_sync = 0.0
+        self.idle_sync: float | None = None  # measured by ``load``, or for a load made ahead by ``probe``
         self.trial_inputs: list[Any] = []
         self.expected: Any = None
         self.native: Any = None
@@ -57,8 +58,18 @@ class ReferenceWorker:
         absolute rounding, grown by what the timed refills can add."""
         return REFILL_GAIN * self.abs_rounding
 
+    def ready(self, _body: Any) -> dict[str, Any]:
+        """Answered once the warm start is done (``runtime.warm_start``): what it did."""
+        return self.warm
+
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
-        self.idle_sync = runtime.idle_sync_ms(self.device)  # here: the worker may start while others use the GPU
+        """Run the task source, build ``Model`` and its float64 copy, calibrate the rounding.
+
+        ``ahead``: loaded while another item is judged (``ReferencePool.prefetch``), so the idle
+        synchronize is left for ``probe``, which runs when that item's workers are gone.
+        """
+        if not body.get("ahead"):
+            self.idle_sync = runtime.idle_sync_ms(self.device)  # here: the worker may start while others use the GPU
         module = types.ModuleType("cudal1_reference_task")
         exec(compile(body["source"], body["origin"], "exec"), module.__dict__)  # noqa: S102 - trusted task source
         for name in ("Model", "get_inputs", "get_init_inputs"):
@@ -76,6 +87,8 @@ class ReferenceWorker:
         except Exception:  # noqa: BLE001 - some modules cannot be cast; fall back to native dtype
             self.model64 = None
         self._calibrate(int(body["seed"]))
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()  # the calibration's blocks: a spare loaded ahead holds no more than its models
         return {"init_inputs": init_inputs, "device": self.device}
 
     def _calibrate(self, seed: int) -> None:
@@ -170,8 +183,10 @@ class ReferenceWorker:
         memory): the first trial holds the inputs ``NEED_PER_INPUT_BYTE`` times and the outputs
         ``NEED_PER_OUTPUT_BYTE`` times. When that fits the free memory, the task's own first trial
         runs here, alone; running out of memory in it also means the reference cannot run here.
-        The trial's tensors are freed afterwards.
+        The trial's tensors are freed afterwards. A load made ahead left the idle synchronize for here.
         """
+        if self.idle_sync is None:
+            self.idle_sync = runtime.idle_sync_ms(self.device)
         input_bytes, output_bytes = self._meta_sizes()
         need = NEED_PER_INPUT_BYTE * input_bytes + NEED_PER_OUTPUT_BYTE * output_bytes
         # The rounding calibration's draws stay cached in this process's allocator, which the device does not
@@ -376,6 +391,7 @@ def _to64(x: Any) -> Any:
 def main() -> None:
     worker = ReferenceWorker()
     runtime.serve({
+        "ready": worker.ready,
         "load": worker.load,
         "trial": worker.trial,
         "probe": worker.probe,
