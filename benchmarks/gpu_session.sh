@@ -11,6 +11,8 @@
 # timing sections; TQ_ARGS more timing_quality.py options (e.g. --graphs-only --kernels matmul_eager);
 # PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
 # REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
+# release: CUDA-L1's A100 release (.device/a100.jsonl, copied from ../shared/cudal1) re-judged, RELEASE_SELECT a -k
+# expression (e.g. "L1" for level 1), RELEASE_ARGS more options; appends to a100-ledger.jsonl.
 # train: benchmarks/train_smoke.py (a tiny model trained on the judge's GPU rewards for KernelBench L2/12, read
 # from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
 # throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs
@@ -72,6 +74,10 @@ for phase in "$@"; do
                 --cudal1-trials=3 --cudal1-time-budget="${KB_BUDGET:-2}" ${KB_ARGS:-} -rA \
                 --cudal1-ledger="$stage/rewrites-ledger.jsonl" --cudal1-html="$stage/rewrites-report.html" \
                 >>"$stage/rewrites.log" 2>&1 ;;
+        release)
+            python3 -m pytest "${common[@]}" --cudal1-candidates=.device/a100.jsonl -k "${RELEASE_SELECT:-L}" \
+                --cudal1-time-budget="${KB_BUDGET:-2}" ${RELEASE_ARGS:-} --cudal1-ledger="$stage/a100-ledger.jsonl" \
+                --cudal1-html="$stage/a100-report.html" -rA >>"$stage/release.log" 2>&1 ;;
         cheats)
             python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \
                 --cudal1-ledger="$stage/release-ledger.jsonl" >"$stage/release.log" 2>&1 ;;
