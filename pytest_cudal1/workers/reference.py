@@ -88,7 +88,10 @@ class ReferenceWorker:
             self.model64 = None
         self._calibrate(int(body["seed"]))
         if self.device.startswith("cuda"):
-            torch.cuda.empty_cache()  # the calibration's blocks: a spare loaded ahead holds no more than its models
+            # The calibration's blocks stay cached in this allocator otherwise, which the device does not count as
+            # free: ``probe`` then found 6.4 GB-input tasks "needing 51.5 GB of the 33.4 GB free" on an idle H200,
+            # and a spare loaded ahead would hold them through the current item.
+            torch.cuda.empty_cache()
         return {"init_inputs": init_inputs, "device": self.device}
 
     def _calibrate(self, seed: int) -> None:
@@ -189,9 +192,6 @@ class ReferenceWorker:
             self.idle_sync = runtime.idle_sync_ms(self.device)
         input_bytes, output_bytes = self._meta_sizes()
         need = NEED_PER_INPUT_BYTE * input_bytes + NEED_PER_OUTPUT_BYTE * output_bytes
-        # The rounding calibration's draws stay cached in this process's allocator, which the device does not
-        # count as free (H200: 6.4 GB-input tasks "needed 51.5 GB of the 33.4 GB free" on an otherwise idle card).
-        self._drop_trial()
         available = runtime.free_bytes(self.device)
         facts = {"need_bytes": need, "input_bytes": input_bytes, "output_bytes": output_bytes,
                  "available_bytes": available, "device": self.device, "fits": True, "oom": ""}
