@@ -85,7 +85,7 @@ CASES: list[Case] = [
     planted(ROWSUM, "rowsum_bf16", "PRECISION_LOSS", group="numerics"),
     planted(FLATTEN, "flatten_view", OK, group="numerics", why="the reference aliases its input too"),
     planted(FLATTEN, "flatten_copy", OK, group="numerics"),
-    # ---- a ~100x exact shortcut; the roofline floor with an absurdly low bandwidth ---------------
+    # ---- an exact O(n^2) shortcut; the roofline floor with an absurdly low bandwidth ---------------
     planted(MMSUM, "matmulsum_honest", OK, group="matmulsum"),
     planted(MMSUM, "matmulsum_shortcut", OK, group="matmulsum"),
     planted(MMSUM, "matmulsum_honest", "BELOW_ROOFLINE", group="roofline"),
