@@ -90,28 +90,44 @@ class Judge:
                              preload=preloaded(candidate.backend))
 
     def _prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
-        """Start the next item's workers (interpreter, torch, CUDA context, libraries: seconds each) and, for
-        another task, load that task, while this item is judged: only trusted work overlaps it.
+        """Start the next item's workers and, for another task, load that task, while this item is judged:
+        only trusted work overlaps it, and only the part that touches no GPU (interpreter, ``import torch``,
+        the backend's libraries, the task's source and ``Model`` built on the CPU: seconds each).
 
-        Called once this item's reference is probed and its candidate imported (the idle synchronize
-        each calibrates, and the free memory the probe reads, are taken with nothing else running);
-        ``_await_spares`` waits for all of it before timing. The candidate worker imports no candidate
-        code until its own item sends ``load``.
+        Called once this item's reference is probed (the free memory the probe reads is taken with only
+        this item's workers up). On a CPU machine ``_await_spares`` waits for this work before timing, as
+        it shares the cores with the measurement; on a GPU it overlaps timing. Their device part (the
+        CUDA context, the task's model moved and calibrated) is asked for by ``_spares_to_device`` once
+        this item is no longer timed. The candidate worker imports no candidate code until its own item
+        sends ``load``.
         """
         if upcoming is None or self._spare is not None or self.unavailable(upcoming[1]) is not None:
             return
         task, candidate = upcoming
         self.references.prefetch(task)
         worker = self._start_worker(task, candidate)
-        worker.start_request("ready")  # answered once its warm start is done
+        worker.start_request("ready", {"device": False})  # answered once its CPU part is done
         self._spare = ((task.id, candidate.sha256), worker)
 
+    def _spares_to_device(self) -> None:
+        """The spares' device part, asked for when this item's timing is over (its workers are closed)."""
+        if self._spare is not None and self._spare[1].outstanding == ["ready"]:
+            try:
+                self._spare[1].start_request("ready", {"device": True})
+            except WorkerFailure:  # it died: the next item starts its own
+                self._spare[1].close()
+                self._spare = None
+        self.references.to_device()
+
     def _await_spares(self) -> None:
-        """The barrier before timing: every spare has finished starting (and loading ahead), so no start-up
-        overlaps a measurement. A spare that failed to start is closed; the next item starts its own."""
+        """The barrier before timing on a CPU machine: every spare has finished its start (and load ahead),
+        so no start-up shares the cores with a measurement. On a GPU the spares' work so far touches no
+        GPU and goes on. A spare that failed to start is closed; the next item starts its own."""
+        if self.gpu:
+            return
         if self._spare is not None and self._spare[1].pending is not None:
             try:
-                self._spare[1].finish_request(self.cfg.compile_timeout)
+                self._spare[1].finish_all(self.cfg.compile_timeout)
             except WorkerFailure:
                 self._spare[1].close()
                 self._spare = None
@@ -175,21 +191,21 @@ class Judge:
                 return record
             finally:
                 record.warm_start["reference"] = self.references.start
-            record.verdict = self._run(task, candidate, reference, worker, record, phase, screen,
-                                       lambda: self._prefetch(upcoming))
+            self._prefetch(upcoming)
+            record.verdict = self._run(task, candidate, reference, worker, record, phase, screen)
         finally:
             worker.close()
-            self._prefetch(upcoming)  # the item ended before its candidate was imported: start them now
+            self._prefetch(upcoming)  # the item ended before its reference was up: start them now
+            self._spares_to_device()
         record.global_flags_set = sorted(screen.accepted)
         record.reward_measure = self.cfg.speedup
         record.reward = reward_for(record.verdict, measured(record, self.cfg.speedup))
         return record
 
     def _run(self, task: Task, candidate: Candidate, reference: WorkerProcess, worker: WorkerProcess,
-             record: JudgedRecord, phase: "_Phases", screen: GlobalScreen,
-             start_spares: Callable[[], None]) -> Verdict:
+             record: JudgedRecord, phase: "_Phases", screen: GlobalScreen) -> Verdict:
         cfg = self.cfg
-        bad = self._load(worker, candidate, record, screen, reference, phase, start_spares)
+        bad = self._load(worker, candidate, record, screen, reference, phase)
         if bad is not None:
             return self._with_memory(bad, reference, worker)
         # Drawn now, after ModelNew is built: nothing the candidate's process holds follows from it.
@@ -271,11 +287,8 @@ class Judge:
         return self._trial_secrets[task.sha256]
 
     def _load(self, worker: WorkerProcess, candidate: Candidate, record: JudgedRecord, screen: GlobalScreen,
-              reference: WorkerProcess, phase: Callable[[str], None] = lambda _: None,
-              imported: Callable[[], None] = lambda: None) -> Verdict | None:
+              reference: WorkerProcess, phase: Callable[[str], None] = lambda _: None) -> Verdict | None:
         """Import the candidate in its worker, build its ModelNew and warm it up; a verdict if that failed.
-
-        ``imported`` is called once the import is done (the next item's spares start there).
 
         From here on every reply's flags pass ``screen``: the settings the user allowed are dropped.
         Construction and the warm-up call get the compile timeout: ``load_inline`` in ``__init__``
@@ -284,16 +297,17 @@ class Judge:
         cfg = self.cfg
         worker.screen = screen
         try:
-            # A spare's warm start was asked for when it started; a fresh worker's is waited for here.
-            warm = (worker.finish_request(cfg.compile_timeout) if worker.pending == "ready"
-                    else worker.request("ready", None, cfg.compile_timeout))
+            # A spare's warm start was asked for while another item ran; a fresh worker's is waited for here,
+            # and so is the device part of a spare that was never asked for it.
+            warm = worker.finish_all(cfg.compile_timeout)
+            if warm is None or not warm["cuda_context"] and self.gpu:
+                warm = worker.request("ready", {"device": True}, cfg.compile_timeout)
             record.warm_start.setdefault("preloaded", warm["preloaded"])
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
                                              "module_name": self.builds.module_name(candidate)}, cfg.compile_timeout)
         except WorkerFailure as exc:
             return Verdict(compile_reason(exc, Reason.IMPORT_ERROR), exc.message, exc.evidence)
         phase("candidate_import")
-        imported()
         if not record.compile_s:  # lazily compiling backends, and cached builds: the import is the cost
             record.compile_s = loaded["import_s"]
         if loaded["flags"]:

@@ -30,6 +30,7 @@ class ReferencePool:
         self.init_inputs: list[Any] = []
         self.spare: tuple[str, WorkerProcess] | None = None  # (task sha, worker) started for the next task
         self.ahead: dict[str, Any] | None = None  # the spare's answer to its load made ahead, once read
+        self.spare_placed = False  # the spare was asked for its load's device part (``to_device``)
         self.start = "fresh"  # how ``get`` came by the current worker: "kept", "loaded_ahead" or "fresh"
         self.replicas: list[WorkerProcess] = []  # more reference workers of the task, for timing in several pairs
         self.call_peak = 0  # the most one reference call needed beyond its inputs (``ReferenceWorker.probe``)
@@ -43,17 +44,30 @@ class ReferencePool:
 
     def prefetch(self, task: Task) -> None:
         """Start the worker for the next item's task early, when that task differs from the current one,
-        and have it load the task (trusted code) meanwhile.
+        and have it load the task (trusted code) meanwhile: the part that touches no GPU (``to_device``
+        asks for the rest).
 
         Not ``probe``: it decides REFERENCE_TOO_LARGE from the free memory, which the current item holds.
         """
         if task.sha256 != self.task_sha and self.spare is None:
             worker = self._start(task)
             worker.start_request("load", self._load_body(task, ahead=True))
-            self.spare, self.ahead = (task.sha256, worker), None
+            self.spare, self.ahead, self.spare_placed = (task.sha256, worker), None, False
+
+    def to_device(self) -> None:
+        """Ask the spare for its load's device part (no item is being timed now); ``get`` reads the answer."""
+        if self.spare is None or self.spare_placed:
+            return
+        self.spare_placed = True
+        try:
+            self.spare[1].start_request("to_device")
+        except WorkerFailure:  # it died: ``get`` starts a fresh one
+            self.spare[1].close()
+            self.spare = None
 
     def await_spare(self) -> None:
-        """Wait for the spare's load made ahead (part of the barrier before timing); keep its answer for ``get``.
+        """Wait for what the spare was asked (the barrier before timing on the CPU, and ``get``); keep its
+        load's answer for ``get``.
 
         A spare whose load failed, however, is closed: ``get`` loads the task again in a fresh worker,
         so the failure is named exactly as a load made then names it.
@@ -61,7 +75,10 @@ class ReferencePool:
         if self.spare is None or self.spare[1].pending is None:
             return
         try:
-            self.ahead = self.spare[1].finish_request(self.cfg.compile_timeout)
+            worker = self.spare[1]
+            if worker.pending == "load":
+                self.ahead = worker.finish_request(self.cfg.compile_timeout)
+            worker.finish_all(self.cfg.compile_timeout)
         except WorkerFailure:
             self.spare[1].close()
             self.spare = None
@@ -73,7 +90,7 @@ class ReferencePool:
             return self.worker
         self.close_current()
         if self.spare is not None and self.spare[0] == task.sha256:
-            self.await_spare()  # no barrier waited for it: the item it was started in ended before timing
+            self.await_spare()
         spare, ahead = self.spare, self.ahead
         self.spare, self.ahead = None, None
         self.worker, self.task_sha = claim(spare, task.sha256), task.sha256

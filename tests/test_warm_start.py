@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from cudal1_helpers import (FAST, by_candidate, candidate_source, read_ledger, reason, run_pytest, task_source,
                             write, write_candidate, write_task)
@@ -95,14 +96,19 @@ def test_the_next_tasks_reference_is_loaded_ahead(warm_run: dict[str, Any]) -> N
     assert ahead["phase_s"]["reference_start"] < SLEEP_S, ahead["phase_s"]
 
 
-def test_timing_starts_after_the_spare_is_ready(warm_run: dict[str, Any]) -> None:
-    """The item before the slow task: its warm-up and trials overlap the slow load, its timed calls follow it."""
+def test_timing_waits_for_the_spares_start_on_the_cpu_only(warm_run: dict[str, Any]) -> None:
+    """The item before the slow task. On the CPU its warm-up and trials overlap the slow load and its timed
+    calls follow it (start-up work would share the cores with the measurement). On a GPU the load, which
+    touches no GPU, overlaps the timed calls too, and the item waits for nothing."""
     rec = _record(warm_run, "L1/2_plain::c2_stamped")
     assert reason(rec) == "OK", rec["verdict"]
     (loaded_at,) = _stamps(warm_run["loaded"])  # loaded once: ahead
     stamps = _stamps(warm_run["calls"])
     before = [t for t in stamps if t < loaded_at]
     after = [t for t in stamps if t >= loaded_at]
+    if torch.cuda.is_available():
+        assert len(before) > 1 + 2 and "spare_wait" not in rec["phase_s"], (before, after, rec["phase_s"])
+        return
     assert len(before) >= 1 + 2, (before, after)  # the warm-up and both trials overlapped the slow load
     assert len(after) >= 3, (before, after)  # and every timed pair (3 at least) came after it
     assert rec["phase_s"]["spare_wait"] > 0.5, rec["phase_s"]
@@ -165,15 +171,55 @@ def test_a_request_sent_now_is_answered_later(tmp_path: Path) -> None:
         worker.close()
 
 
+def test_requests_sent_together_are_answered_in_order(tmp_path: Path) -> None:
+    """A load made ahead does only its CPU part; ``to_device``, sent before its answer is read, does the rest;
+    ``probe`` then finds the task placed. ``request`` refuses to run while answers are owed."""
+    worker = WorkerProcess("reference", tmp_path / "r.log")
+    try:
+        worker.start_request("load", {"source": task_source(), "origin": "t.py", "seed": 1, "ahead": True})
+        worker.start_request("to_device")
+        assert worker.outstanding == ["load", "to_device"]
+        with pytest.raises(AssertionError, match="owes the answers"):
+            worker.request("ready", None, 30)
+        loaded = worker.finish_request(120)
+        assert loaded["placed"] is False and loaded["device"] == "cpu", loaded
+        assert worker.finish_request(60)["device"] == "cpu" and worker.pending is None
+        assert worker.request("probe", {"recipe": {"seed": 1, "family": "task", "scale": 1.0}}, 120)["fits"]
+    finally:
+        worker.close()
+
+
+def test_a_load_not_made_ahead_is_placed_at_once(tmp_path: Path) -> None:
+    worker = WorkerProcess("reference", tmp_path / "r.log")
+    try:
+        assert worker.request("load", {"source": task_source(), "origin": "t.py", "seed": 1}, 120)["placed"] is True
+    finally:
+        worker.close()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
-@pytest.mark.parametrize("role", ["candidate", "reference"])
-def test_workers_come_up_with_a_cuda_context(tmp_path: Path, role: str) -> None:
-    """On a GPU both workers create their CUDA context before the first request (the candidate's libraries too)."""
-    worker = WorkerProcess(role, tmp_path / "w.log", preload=("torch.utils.cpp_extension",))
+def test_a_spare_candidate_worker_creates_its_cuda_context_only_when_asked(tmp_path: Path) -> None:
+    """Its start (``import torch``, the backend's libraries) may overlap another item's timing; the context may not."""
+    worker = WorkerProcess("candidate", tmp_path / "w.log", preload=("torch.utils.cpp_extension",))
     try:
-        ready = worker.request("ready", None, 300)
-        assert ready["cuda_context"] is True and ready["device"] == "cuda"
+        ready = worker.request("ready", {"device": False}, 300)
+        assert ready["cuda_initialized"] is False and ready["cuda_context"] is False, ready
         assert ready["preloaded"] == ["torch.utils.cpp_extension"]
+        ready = worker.request("ready", {"device": True}, 300)
+        assert ready["cuda_context"] is True and ready["device"] == "cuda", ready
+    finally:
+        worker.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
+def test_a_reference_loaded_ahead_touches_the_gpu_only_when_asked(tmp_path: Path) -> None:
+    worker = WorkerProcess("reference", tmp_path / "w.log")
+    try:
+        loaded = worker.request("load", {"source": task_source(), "origin": "t.py", "seed": 1, "ahead": True}, 300)
+        assert loaded["cuda_initialized"] is False and loaded["placed"] is False, loaded
+        assert worker.request("to_device", None, 300)["cuda_context"] is True
+        assert worker.request("probe", {"recipe": {"seed": 1, "family": "task", "scale": 1.0}}, 120)["fits"]
     finally:
         worker.close()

@@ -76,8 +76,9 @@ class CandidateWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
         # Before the baseline below: what importing a library changes is not the candidate's doing.
-        self.warm = runtime.warm_start(self.device)
-        self.flush = runtime.Flusher(self.device)
+        self.warm = runtime.WarmStart(self.device)
+        self.warm.cpu()
+        self.flush = runtime.Flusher(self.device) if self.warm.on_device else None
         self.idle_sync = 0.0
         self.baseline = guards.settings()
         self.watch = guards.TamperWatch()
@@ -100,11 +101,26 @@ class CandidateWorker:
             flags.append(flag("JUDGE_TAMPERING", tampered))
         return flags + guards.state_changes(self.baseline, guards.settings())
 
-    def ready(self, _body: Any) -> dict[str, Any]:
-        """Answered once the warm start is done (``runtime.warm_start``): what it did."""
-        return self.warm
+    def ready(self, body: Any) -> dict[str, Any]:
+        """Answered once the warm start is done (``runtime.WarmStart``): what it did. ``{"device": true}``:
+        its device part too, which the controller asks for once no item is being timed."""
+        if body and body.get("device"):
+            self._on_device()
+        return self.warm.reply()
+
+    def _on_device(self) -> None:
+        """The CUDA context (once), before any candidate code: the settings' baseline is taken again after it,
+        since creating it changes the environment (torch sets ``CUDA_MODULE_LOADING``) on its own."""
+        if self.warm.on_device:
+            return
+        if self.module is not None:
+            raise RuntimeError("the device must be started before the candidate is imported")
+        self.warm.device_context()
+        self.flush = runtime.Flusher(self.device)
+        self.baseline = guards.settings()
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._on_device()  # where the controller did not ask for it earlier
         # Calibrated here, not at start-up: the worker may start while the previous item still runs on the
         # GPU; and before the import, so no candidate code can keep the GPU busy to inflate it.
         self.idle_sync = runtime.idle_sync_ms(self.device)
@@ -273,7 +289,7 @@ class CandidateWorker:
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         """One timed sample; its outputs are checked by ``digests``, a request of its own, so the harness's
         checks stay out of the controller's wall clock around this one (``timing`` compares the two)."""
-        assert self.loop is not None
+        assert self.loop is not None and self.flush is not None
         sample, self.timed_outputs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
                                                           self.device, self.flush, self.idle_sync,
                                                           before=guards.reset_persisting_l2,

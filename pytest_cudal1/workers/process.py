@@ -91,7 +91,7 @@ class WorkerProcess:
     def __init__(self, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: str | None = None,
                  preload: tuple[str, ...] = ()) -> None:
         self.role = role
-        self.pending: str | None = None  # the kind of a request sent by ``start_request`` and not yet answered
+        self.outstanding: list[str] = []  # kinds of the requests ``start_request`` sent and not yet answered, in order
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         to_worker_r, to_worker_w = os.pipe()
@@ -118,23 +118,44 @@ class WorkerProcess:
 
         With ``raw`` the body comes back as a checked ``wire.Raw`` for relaying to another worker.
         """
+        assert not self.outstanding, f"{self.role} worker still owes the answers to {self.outstanding}"
         self.start_request(kind, body)
         return self.finish_request(timeout, raw)
+
+    @property
+    def pending(self) -> str | None:
+        """The kind of the oldest request sent by ``start_request`` and not yet answered, or None."""
+        return self.outstanding[0] if self.outstanding else None
 
     def start_request(self, kind: str, body: Any = None) -> None:
         """Send a request without waiting for it: the worker works on it while the controller does other things.
 
-        At most one is outstanding; ``finish_request`` reads its answer (the deadline counts from then).
+        Several may be outstanding; the worker answers them in order, and ``finish_request`` reads the oldest
+        answer (the deadline counts from then).
         """
-        assert self.pending is None, f"{self.role} worker still owes the answer to {self.pending!r}"
         with self._failures(kind, None):
             self.channel.send(kind, body)
-        self.pending = kind
+        self.outstanding.append(kind)
 
     def finish_request(self, timeout: float | None = None, raw: bool = False) -> Any:
-        """The answer to the request ``start_request`` sent: its body, or ``WorkerFailure`` as ``request`` raises."""
-        kind, self.pending = self.pending, None
-        assert kind is not None, "no request is outstanding"
+        """The answer to the oldest request ``start_request`` sent: its body, or ``WorkerFailure`` as ``request``
+        raises (after which no answer is owed: the worker is gone or the channel's order is lost)."""
+        assert self.outstanding, "no request is outstanding"
+        kind = self.outstanding.pop(0)
+        try:
+            return self._answer(kind, timeout, raw)
+        except WorkerFailure:
+            self.outstanding.clear()
+            raise
+
+    def finish_all(self, timeout: float | None = None) -> Any:
+        """Every outstanding answer read, in order; the last one's body (None if none was owed)."""
+        answer = None
+        while self.outstanding:
+            answer = self.finish_request(timeout)
+        return answer
+
+    def _answer(self, kind: str, timeout: float | None, raw: bool) -> Any:
         with self._failures(kind, timeout):
             reply, payload = self.channel.recv(timeout, raw=raw)
             if reply == "error" and isinstance(payload, Raw):

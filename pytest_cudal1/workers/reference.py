@@ -29,15 +29,19 @@ ROUNDING_DRAWS = 2
 class ReferenceWorker:
     def __init__(self) -> None:
         self.device = runtime.pick_device()
-        self.warm = runtime.warm_start(self.device)
+        self.warm = runtime.WarmStart(self.device)
+        self.warm.cpu()
         self.module: types.ModuleType | None = None
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
         self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
         self.timed_outputs: list[Any] = []  # the last timed sample's outputs, for ``digests``
-        self.flush = runtime.Flusher(self.device)
+        self.flush: runtime.Flusher | None = None  # made with the CUDA context (``_on_device``)
         self.idle_sync: float | None = None  # measured by ``load``, or for a load made ahead by ``probe``
+        self.seed = 0  # the run's seed, for the calibration that ``_on_device`` runs
+        self.placed = False  # the model is on the device and the rounding calibrated
+        self.ahead = False  # loaded while another item was judged: the idle synchronize is left for ``probe``
         self.trial_inputs: list[Any] = []
         self.expected: Any = None
         self.native: Any = None
@@ -59,40 +63,58 @@ class ReferenceWorker:
         return REFILL_GAIN * self.abs_rounding
 
     def ready(self, _body: Any) -> dict[str, Any]:
-        """Answered once the warm start is done (``runtime.warm_start``): what it did."""
-        return self.warm
+        """Answered once the warm start is done (``runtime.WarmStart``): what it did."""
+        return self.warm.reply()
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Run the task source, build ``Model`` and its float64 copy, calibrate the rounding.
+        """Run the task source, build ``Model`` and its float64 copy, and (not ``ahead``) ``to_device``.
 
-        ``ahead``: loaded while another item is judged (``ReferencePool.prefetch``), so the idle
-        synchronize is left for ``probe``, which runs when that item's workers are gone.
+        ``ahead``: loaded while another item is judged (``ReferencePool.prefetch``), so only the part that
+        touches no GPU runs now (the task's source, ``Model`` built on the CPU, its float64 copy). The rest
+        waits for ``to_device``, asked for once that item is no longer timed, or for ``probe``.
         """
-        if not body.get("ahead"):
-            self.idle_sync = runtime.idle_sync_ms(self.device)  # here: the worker may start while others use the GPU
         module = types.ModuleType("cudal1_reference_task")
         exec(compile(body["source"], body["origin"], "exec"), module.__dict__)  # noqa: S102 - trusted task source
         for name in ("Model", "get_inputs", "get_init_inputs"):
             if not callable(getattr(module, name, None)):
                 raise TypeError(f"task defines no callable {name}")
-        self.module = module
-        torch.manual_seed(int(body["seed"]))
+        self.module, self.seed, self.ahead = module, int(body["seed"]), bool(body.get("ahead"))
+        torch.manual_seed(self.seed)
         init_inputs = list(module.get_init_inputs())
-        torch.manual_seed(int(body["seed"]))
-        self.model = module.Model(*init_inputs).to(self.device).eval()
+        torch.manual_seed(self.seed)
+        self.model = module.Model(*init_inputs).eval()  # built on the CPU, moved by ``_on_device``
         self.init_inputs = init_inputs
         self.model_bytes = sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
         try:
             self.model64 = copy.deepcopy(self.model).double()
         except Exception:  # noqa: BLE001 - some modules cannot be cast; fall back to native dtype
             self.model64 = None
-        self._calibrate(int(body["seed"]))
+        if not self.ahead:
+            self.to_device(None)
+        return {"init_inputs": init_inputs, "device": self.device, "placed": self.placed,
+                "cuda_initialized": torch.cuda.is_initialized()}
+
+    def to_device(self, _body: Any) -> dict[str, Any]:
+        """The loaded task's device part: the CUDA context, both models moved there, the rounding calibrated."""
+        assert self.model is not None
+        if self.placed:
+            return self.warm.reply()
+        self.warm.device_context()
+        if self.flush is None:
+            self.flush = runtime.Flusher(self.device)
+        if not self.ahead:  # measured now: it may be the first worker, or start while others use the GPU
+            self.idle_sync = runtime.idle_sync_ms(self.device)
+        self.model = self.model.to(self.device)
+        if self.model64 is not None:
+            self.model64 = self.model64.to(self.device)
+        self._calibrate(self.seed)
         if self.device.startswith("cuda"):
             # The calibration's blocks stay cached in this allocator otherwise, which the device does not count as
             # free: ``probe`` then found 6.4 GB-input tasks "needing 51.5 GB of the 33.4 GB free" on an idle H200,
             # and a spare loaded ahead would hold them through the current item.
             torch.cuda.empty_cache()
-        return {"init_inputs": init_inputs, "device": self.device}
+        self.placed = True
+        return self.warm.reply()
 
     def _calibrate(self, seed: int) -> None:
         """Measure the reference's rounding on a few draws of the task's own inputs before any trial.
@@ -186,8 +208,10 @@ class ReferenceWorker:
         memory): the first trial holds the inputs ``NEED_PER_INPUT_BYTE`` times and the outputs
         ``NEED_PER_OUTPUT_BYTE`` times. When that fits the free memory, the task's own first trial
         runs here, alone; running out of memory in it also means the reference cannot run here.
-        The trial's tensors are freed afterwards. A load made ahead left the idle synchronize for here.
+        The trial's tensors are freed afterwards. A load made ahead left the idle synchronize for here, and
+        its device part, where the controller did not ask for it earlier.
         """
+        self.to_device(None)
         if self.idle_sync is None:
             self.idle_sync = runtime.idle_sync_ms(self.device)
         input_bytes, output_bytes = self._meta_sizes()
@@ -300,7 +324,7 @@ class ReferenceWorker:
         return {"placements": self.loop.place(*runtime.sizing(body))}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
-        assert self.loop is not None
+        assert self.loop is not None and self.flush is not None
         sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
                                             self.idle_sync, before=guards.reset_persisting_l2,
                                             graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
@@ -393,6 +417,7 @@ def main() -> None:
     runtime.serve({
         "ready": worker.ready,
         "load": worker.load,
+        "to_device": worker.to_device,
         "trial": worker.trial,
         "probe": worker.probe,
         "memory": worker.memory,

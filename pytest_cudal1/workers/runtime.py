@@ -115,26 +115,43 @@ def steady_allocator() -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
-def warm_start(device: str) -> dict[str, Any]:
-    """Start-up work that used to fall inside an item's own time: the CUDA context, the backend's libraries.
+class WarmStart:
+    """Start-up work that used to fall inside an item's own time, in two parts a spare worker does at
+    different times (``judge.Judge._prefetch``).
 
-    Runs before the first request and before any candidate code, so a spare worker started while
-    another item is judged comes up warm. Each library of ``PRELOAD_VAR`` is imported if it can be;
-    one that cannot is left for the judge and the candidate's own import to name, as without this.
-    The profiler's CUPTI side is never started here: it could leave launch overhead on the timed calls.
-    Returns the ``ready`` reply: what was done.
+    ``cpu()`` at process start: each library of ``PRELOAD_VAR`` imported if it can be (one that cannot
+    is left for the judge and the candidate's own import to name, as without this). It touches no GPU,
+    so on a GPU machine it may run while another item is timed. ``device()`` when asked: the CUDA
+    context, which only starts once no item is being timed. The profiler's CUPTI side is never started
+    here: it could leave launch overhead on the timed calls.
     """
-    if device.startswith("cuda"):
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.preloaded: list[str] = []
+        self.on_device = not device.startswith("cuda")  # nothing to start on the CPU
+
+    def cpu(self) -> None:
+        for name in filter(None, os.environ.get(PRELOAD_VAR, "").split(",")):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - missing or broken: named later, when the candidate imports it
+                continue
+            self.preloaded.append(name)
+
+    def device_context(self) -> bool:
+        """Create the CUDA context (once); True if it was created by this call."""
+        if self.on_device:
+            return False
         torch.cuda.init()
-        torch.empty(1, device=device)  # the context is created on first use, not by init()
-    preloaded = []
-    for name in filter(None, os.environ.get(PRELOAD_VAR, "").split(",")):
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - missing or broken: named later, when the candidate imports it
-            continue
-        preloaded.append(name)
-    return {"device": device, "cuda_context": device.startswith("cuda"), "preloaded": preloaded}
+        torch.empty(1, device=self.device)  # the context is created on first use, not by init()
+        self.on_device = True
+        return True
+
+    def reply(self) -> dict[str, Any]:
+        """The ``ready`` reply: what was done."""
+        return {"device": self.device, "cuda_context": self.device.startswith("cuda") and self.on_device,
+                "cuda_initialized": torch.cuda.is_initialized(), "preloaded": list(self.preloaded)}
 
 
 def serve(handlers: dict[str, Handler]) -> None:
