@@ -24,10 +24,11 @@ from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate, preloaded
 from pytest_cudal1.messages import asked_bytes, compile_reason, flag_verdict, interval_text, memory_message
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe
-from pytest_cudal1.references import ReferencePool, claim
+from pytest_cudal1.references import ReferencePool
 from pytest_cudal1.seeds import KeyedRandom, derived, draw_judge_seed, task_seed
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import measured, reward_for
+from pytest_cudal1.spares import Spares
 from pytest_cudal1.static_scan import scan
 from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, measure_pairs, pool_runs
 from pytest_cudal1.trials import check_trials
@@ -72,15 +73,13 @@ class Judge:
         self.output_bytes: int | None = 0  # None: the reference returns views of its inputs
         self.digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
         self.allowed: set[str] = set()  # flags the reference raised on itself in trials: legal for the candidate
-        self._spare: tuple[tuple[str, str], WorkerProcess] | None = None  # started early for the next item
+        self.spares = Spares(self._start_worker, self.references, cfg.compile_timeout)  # for the next item
         self._trial_secrets: dict[str, int] = {}  # task sha256 -> seed of its trial recipes this run; never recorded
 
     def close(self) -> None:
         """End every worker and the build pool (end of session)."""
         self.references.close()
-        if self._spare is not None:
-            self._spare[1].close()
-            self._spare = None
+        self.spares.close()
         self.builds.shutdown()
 
     def _start_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
@@ -90,52 +89,10 @@ class Judge:
                              preload=preloaded(candidate.backend))
 
     def _prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
-        """Start the next item's workers and, for another task, load that task, while this item is judged:
-        only trusted work overlaps it, and only the part that touches no GPU (interpreter, ``import torch``,
-        the backend's libraries, the task's source and ``Model`` built on the CPU: seconds each).
-
-        Called once this item's reference is probed (the free memory the probe reads is taken with only
-        this item's workers up). On a CPU machine ``_await_spares`` waits for this work before timing, as
-        it shares the cores with the measurement; on a GPU it overlaps timing. Their device part (the
-        CUDA context, the task's model moved and calibrated) is asked for by ``_spares_to_device`` once
-        this item is no longer timed. The candidate worker imports no candidate code until its own item
-        sends ``load``.
-        """
-        if upcoming is None or self._spare is not None or self.unavailable(upcoming[1]) is not None:
-            return
-        task, candidate = upcoming
-        self.references.prefetch(task)
-        worker = self._start_worker(task, candidate)
-        worker.start_request("ready", {"device": False})  # answered once its CPU part is done
-        self._spare = ((task.id, candidate.sha256), worker)
-
-    def _spares_to_device(self) -> None:
-        """The spares' device part, asked for when this item's timing is over (its workers are closed)."""
-        if self._spare is not None and self._spare[1].outstanding == ["ready"]:
-            try:
-                self._spare[1].start_request("ready", {"device": True})
-            except WorkerFailure:  # it died: the next item starts its own
-                self._spare[1].close()
-                self._spare = None
-        self.references.to_device()
-
-    def _await_spares(self) -> None:
-        """The barrier before timing on a CPU machine: every spare has finished its start (and load ahead),
-        so no start-up shares the cores with a measurement. On a GPU the spares' work so far touches no
-        GPU and goes on. A spare that failed to start is closed; the next item starts its own."""
-        if self.gpu:
-            return
-        if self._spare is not None and self._spare[1].pending is not None:
-            try:
-                self._spare[1].finish_all(self.cfg.compile_timeout)
-            except WorkerFailure:
-                self._spare[1].close()
-                self._spare = None
-        self.references.await_spare()
-
-    def _take_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
-        spare, self._spare = self._spare, None
-        return claim(spare, (task.id, candidate.sha256)) or self._start_worker(task, candidate)
+        """Start the next item's workers (``spares``) once this item's reference is probed: the free memory
+        the probe reads is taken with only this item's workers up."""
+        if upcoming is not None and self.unavailable(upcoming[1]) is None:
+            self.spares.prefetch(*upcoming)
 
     def unavailable(self, candidate: Candidate) -> str | None:
         """Why this machine cannot run the candidate's backend, or None."""
@@ -174,9 +131,8 @@ class Judge:
         if build.reason is not Reason.OK:
             record.verdict = Verdict(build.reason, build.message, {"log_tail": build.log_tail})
             return record
-        spare = self._spare[1] if self._spare is not None else None
-        worker = self._take_worker(task, candidate)  # a fresh one starts while the reference loads
-        record.warm_start["candidate"] = "spare" if worker is spare else "fresh"
+        worker, spare = self.spares.take(task, candidate)  # a fresh one starts while the reference loads
+        record.warm_start["candidate"] = "spare" if spare else "fresh"
         try:
             try:
                 reference = self.references.get(task)
@@ -196,7 +152,7 @@ class Judge:
         finally:
             worker.close()
             self._prefetch(upcoming)  # the item ended before its reference was up: start them now
-            self._spares_to_device()
+            self.spares.to_device()
         record.global_flags_set = sorted(screen.accepted)
         record.reward_measure = self.cfg.speedup
         record.reward = reward_for(record.verdict, measured(record, self.cfg.speedup))
@@ -215,12 +171,12 @@ class Judge:
         if bad is not None:
             return self._with_memory(bad, reference, worker)
 
-        if not self.gpu:
+        if not self.gpu:  # compilers and start-ups never share the cores with a CPU measurement
             phase.begin("build_wait")
-            self.builds.wait_idle()  # compilers never share the cores with a CPU measurement
-        phase("build_wait")  # booked as waiting, never as timing
-        self._await_spares()
-        phase("spare_wait")
+            self.builds.wait_idle()
+            phase("build_wait")  # booked as waiting, never as timing
+            self.spares.await_ready()
+            phase("spare_wait")
         pairs, replica_strays = [(reference, worker)], []
         # Started together, so their interpreters and CUDA contexts come up side by side.
         replicas = [self._start_worker(task, candidate) for _ in range(1, cfg.timing_processes)]

@@ -1,7 +1,7 @@
 """The next item's workers start while the current item finishes, and are the ones that item uses.
 
 Real workers on bundled tasks: judging A with B announced as upcoming leaves B's candidate worker
-running (started after A's timing), judging B takes exactly that worker, and a spare that does not
+running (started once A's reference was up), judging B takes exactly that worker, and a spare that does not
 match the item judged next is closed, never used for another candidate. When the next item's task
 differs, its reference worker starts early too and is the one that task gets. A reference worker kept
 for the task's next candidate drops its timing buffers after each item.
@@ -44,18 +44,19 @@ def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
     try:
         first = judge.judge(task, ref, upcoming=(task, fast))
         assert first.verdict.reason is Reason.OK, first.verdict.message
-        assert judge._spare is not None and judge._spare[0] == (task.id, fast.sha256)
-        spare = judge._spare[1]
+        assert judge.spares.spare is not None and judge.spares.spare[0] == (task.id, fast.sha256)
+        spare = judge.spares.spare[1]
         assert spare.proc.poll() is None  # started, alive, waiting for its item
 
-        assert judge._take_worker(task, fast) is spare
+        assert judge.spares.take(task, fast) == (spare, True)
         spare.close()
 
-        judge._prefetch((task, fast))
-        unused = judge._spare[1]
+        judge.spares.prefetch(task, fast)
+        unused = judge.spares.spare[1]
         second = judge.judge(task, ref)  # not the announced candidate: the spare is closed, a fresh worker used
         assert second.verdict.reason is Reason.OK, second.verdict.message
-        assert unused.proc.poll() is not None and judge._spare is None
+        assert second.warm_start["candidate"] == "fresh"
+        assert unused.proc.poll() is not None and judge.spares.spare is None
     finally:
         judge.close()
 

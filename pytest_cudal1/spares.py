@@ -1,0 +1,75 @@
+"""Candidate workers started ahead: the next item's worker comes up while the current item is judged.
+
+Only trusted work overlaps an item: a spare imports no candidate code until its own item sends
+``load``. It starts in two parts (``runtime.WarmStart``). The first touches no GPU (interpreter,
+``import torch``, the backend's libraries): on a GPU it may overlap the current item's timing; on a
+CPU machine, where it would share the cores with the measurement, ``await_ready`` waits for it before
+timing. The second, the CUDA context, is asked for by ``to_device`` once the current item is no
+longer timed. The reference pool keeps the next task's spare reference worker alike
+(``references.ReferencePool``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kernelbench.loaders import Task
+from pytest_cudal1.candidates import Candidate
+from pytest_cudal1.references import ReferencePool, claim
+from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
+
+
+class Spares:
+    """The next item's candidate worker (at most one), and the reference pool's spare beside it."""
+
+    def __init__(self, start: Callable[[Task, Candidate], WorkerProcess], references: ReferencePool,
+                 timeout: float) -> None:
+        self.start = start  # a fresh candidate worker for (task, candidate)
+        self.references = references
+        self.timeout = timeout  # the compile timeout: a start that takes longer is a failed start
+        self.spare: tuple[tuple[str, str], WorkerProcess] | None = None
+
+    def prefetch(self, task: Task, candidate: Candidate) -> None:
+        """Start the worker for (task, candidate), and for another task its reference, unless one is started."""
+        if self.spare is not None:
+            return
+        self.references.prefetch(task)
+        worker = self.start(task, candidate)
+        worker.start_request("ready", {"device": False})  # answered once its CPU part is done
+        self.spare = ((task.id, candidate.sha256), worker)
+
+    def to_device(self) -> None:
+        """The spares' device part, asked for when the current item's timing is over."""
+        if self.spare is not None and self.spare[1].outstanding == ["ready"]:
+            try:
+                self.spare[1].start_request("ready", {"device": True})
+            except WorkerFailure:  # it died: the next item starts its own
+                self._drop()
+        self.references.to_device()
+
+    def await_ready(self) -> None:
+        """The barrier before timing on a CPU machine: every spare has finished its start (and load ahead).
+        (On a GPU the judge does not wait: the spares' work so far touches no GPU.) A spare that failed to
+        start is closed; the next item starts its own."""
+        if self.spare is not None and self.spare[1].pending is not None:
+            try:
+                self.spare[1].finish_all(self.timeout)
+            except WorkerFailure:
+                self._drop()
+        self.references.await_spare()
+
+    def take(self, task: Task, candidate: Candidate) -> tuple[WorkerProcess, bool]:
+        """The worker for (task, candidate): the spare started for it, or a fresh one; and whether it was the spare.
+
+        A spare started for another pair is closed, never used for this candidate."""
+        spare, self.spare = self.spare, None
+        taken = claim(spare, (task.id, candidate.sha256))
+        return (taken, True) if taken is not None else (self.start(task, candidate), False)
+
+    def _drop(self) -> None:
+        if self.spare is not None:
+            self.spare[1].close()
+            self.spare = None
+
+    def close(self) -> None:
+        self._drop()
