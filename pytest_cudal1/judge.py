@@ -88,9 +88,10 @@ class Judge:
                              env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)),
                              preload=preloaded(candidate.backend))
 
-    def _prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
-        """Start the next item's workers (``spares``) once this item's reference is probed: the free memory
-        the probe reads is taken with only this item's workers up."""
+    def prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
+        """Start the next item's workers (``spares``): at collection for the first item, and once an item's
+        reference is probed for the one after it (the free memory the probe reads is taken with only this
+        item's workers up)."""
         if upcoming is not None and self.unavailable(upcoming[1]) is None:
             self.spares.prefetch(*upcoming)
 
@@ -147,11 +148,11 @@ class Judge:
                 return record
             finally:
                 record.warm_start["reference"] = self.references.start
-            self._prefetch(upcoming)
+            self.prefetch(upcoming)
             record.verdict = self._run(task, candidate, reference, worker, record, phase, screen)
         finally:
             worker.close()
-            self._prefetch(upcoming)  # the item ended before its reference was up: start them now
+            self.prefetch(upcoming)  # the item ended before its reference was up: start them now
             self.spares.to_device()
         record.global_flags_set = sorted(screen.accepted)
         record.reward_measure = self.cfg.speedup
@@ -177,6 +178,7 @@ class Judge:
             phase("build_wait")  # booked as waiting, never as timing
             self.spares.await_ready()
             phase("spare_wait")
+        phase.begin("timing")
         pairs, replica_strays = [(reference, worker)], []
         # Started together, so their interpreters and CUDA contexts come up side by side.
         replicas = [self._start_worker(task, candidate) for _ in range(1, cfg.timing_processes)]

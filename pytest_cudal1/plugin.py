@@ -217,7 +217,8 @@ class CudaL1Session:
         return collectors
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Start compiling every selected candidate now, in parallel, while earlier items judge."""
+        """Start compiling every selected candidate now, in parallel, while earlier items judge, and the first
+        item's workers."""
         items = [i for i in session.items if isinstance(i, JudgedItem)]
         if items and not self.config.option.collectonly:
             if setting(self.config, "ray"):
@@ -230,6 +231,8 @@ class CudaL1Session:
             for item in items:
                 if judge.unavailable(item.candidate) is None:
                     judge.builds.submit(item.candidate, judge.gpu, item.task)
+            if not hasattr(self.config, "workerinput"):  # an xdist worker learns its first item only when it runs
+                judge.prefetch((items[0].task, items[0].candidate))  # its workers start while pytest sets up
             self.progress.started(len(items))
 
     def _say(self, text: str) -> None:

@@ -64,9 +64,9 @@ class Progress:
             if self.builds.counts()["done"] < len(self.builds.futures):
                 self.line(f"{self.nodeid}: waiting for the other builds before timing "
                           f"(CPU timing never shares cores with compilers; {self._builds()})")
-        elif phase == "build_wait" and timing_next:
+        elif phase == "timing" and not ended:
             self.line(f"{self.nodeid}: timing pairs (up to {self.budget_s:g} s)", verbosity=1)
-        elif phase == "build_wait" and record.phase_s[phase] >= 1:
+        elif phase == "build_wait" and not timing_next and record.phase_s[phase] >= 1:
             self.line(f"{self.nodeid}: build ready after {record.phase_s[phase]:.0f} s")
         elif phase == "timing" and record.timing is not None:
             t = record.timing

@@ -117,7 +117,7 @@ def steady_allocator() -> bool:
 
 class WarmStart:
     """Start-up work that used to fall inside an item's own time, in two parts a spare worker does at
-    different times (``judge.Judge._prefetch``).
+    different times (``spares.Spares``).
 
     ``cpu()`` at process start: each library of ``PRELOAD_VAR`` imported if it can be (one that cannot
     is left for the judge and the candidate's own import to name, as without this). It touches no GPU,
