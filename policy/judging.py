@@ -73,7 +73,8 @@ class JudgingSession:
 
     def judge_attempts(self, task: Task, attempts: Sequence[Attempt],
                        stop: Callable[[], bool] | None = None) -> list[JudgedRecord]:
-        """Build every attempt's code at once, then judge each in order; one record per attempt judged.
+        """Build every attempt's code at once (and start the first one's workers), then judge each in order;
+        one record per attempt judged.
 
         ``stop`` is asked before each judgment (a time budget): once it says so, the
         remaining attempts are left unjudged and have no record.
@@ -82,6 +83,9 @@ class JudgingSession:
         for cand in candidates:
             if cand is not None and self.judge.unavailable(cand) is None:
                 self.judge.builds.submit(cand, self.judge.gpu, task)
+        first = next((c for c in candidates if c is not None), None)
+        if first is not None:
+            self.judge.prefetch((task, first))  # the first attempt's workers start while the builds run
         records = []
         for i, (attempt, cand) in enumerate(zip(attempts, candidates)):
             if stop is not None and stop():
