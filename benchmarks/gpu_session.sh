@@ -48,8 +48,10 @@ packer=$!
 for phase in "$@"; do
     start=$(date +%s)
     case "$phase" in
-        tests)
-            python3 -m pytest ${TESTS_PATHS:-tests} -m gpu -q -p no:cacheprovider -rs >"$stage/tests-gpu.log" 2>&1 ;;
+        tests)  # each test's outcome (a failure's report too) is written as it ends: a cut call keeps them
+            CUDAL1_TEST_REPORT="$stage/tests-gpu-report.txt" PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/benchmarks" \
+                python3 -m pytest ${TESTS_PATHS:-tests} -m gpu -q -p no:cacheprovider -p report_as_it_runs -rs \
+                >"$stage/tests-gpu.log" 2>&1 ;;
         suite)
             python3 -m pytest tests/cheats tests/test_plugin_collection.py -q -p no:cacheprovider -rs \
                 -k "${SUITE_K:-not nothing}" >>"$stage/tests-suite.log" 2>&1 ;;
