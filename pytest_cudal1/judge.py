@@ -258,7 +258,7 @@ class Judge:
             # A spare's warm start was asked for while another item ran; a fresh worker's is waited for here,
             # and so is the device part of a spare that was never asked for it.
             warm = worker.finish_all(cfg.compile_timeout)
-            if warm is None or not warm["cuda_context"] and self.gpu:
+            if warm is None or (self.gpu and not warm["cuda_context"]):
                 warm = worker.request("ready", {"device": True}, cfg.compile_timeout)
             record.warm_start.setdefault("preloaded", warm["preloaded"])
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),

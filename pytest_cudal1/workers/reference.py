@@ -37,9 +37,9 @@ class ReferenceWorker:
         self.loop: runtime.TimedLoop | None = None
         self.last_output: Any = None
         self.timed_outputs: list[Any] = []  # the last timed sample's outputs, for ``digests``
-        self.flush: runtime.Flusher | None = None  # made with the CUDA context (``_on_device``)
+        self.flush: runtime.Flusher | None = None  # made with the CUDA context (``to_device``)
         self.idle_sync: float | None = None  # measured by ``load``, or for a load made ahead by ``probe``
-        self.seed = 0  # the run's seed, for the calibration that ``_on_device`` runs
+        self.seed = 0  # the run's seed, for the calibration that ``to_device`` runs
         self.placed = False  # the model is on the device and the rounding calibrated
         self.ahead = False  # loaded while another item was judged: the idle synchronize is left for ``probe``
         self.trial_inputs: list[Any] = []
@@ -82,7 +82,7 @@ class ReferenceWorker:
         torch.manual_seed(self.seed)
         init_inputs = list(module.get_init_inputs())
         torch.manual_seed(self.seed)
-        self.model = module.Model(*init_inputs).eval()  # built on the CPU, moved by ``_on_device``
+        self.model = module.Model(*init_inputs).eval()  # built on the CPU, moved by ``to_device``
         self.init_inputs = init_inputs
         self.model_bytes = sum(t.numel() * t.element_size() for t in [*self.model.parameters(), *self.model.buffers()])
         try:
@@ -100,8 +100,7 @@ class ReferenceWorker:
         if self.placed:
             return self.warm.reply()
         self.warm.device_context()
-        if self.flush is None:
-            self.flush = runtime.Flusher(self.device)
+        self.flush = runtime.Flusher(self.device)
         if not self.ahead:  # measured now: it may be the first worker, or start while others use the GPU
             self.idle_sync = runtime.idle_sync_ms(self.device)
         self.model = self.model.to(self.device)

@@ -121,7 +121,7 @@ class WarmStart:
 
     ``cpu()`` at process start: each library of ``PRELOAD_VAR`` imported if it can be (one that cannot
     is left for the judge and the candidate's own import to name, as without this). It touches no GPU,
-    so on a GPU machine it may run while another item is timed. ``device()`` when asked: the CUDA
+    so on a GPU machine it may run while another item is timed. ``device_context()`` when asked: the CUDA
     context, which only starts once no item is being timed. The profiler's CUPTI side is never started
     here: it could leave launch overhead on the timed calls.
     """
@@ -139,14 +139,13 @@ class WarmStart:
                 continue
             self.preloaded.append(name)
 
-    def device_context(self) -> bool:
-        """Create the CUDA context (once); True if it was created by this call."""
+    def device_context(self) -> None:
+        """Create the CUDA context (once)."""
         if self.on_device:
-            return False
+            return
         torch.cuda.init()
         torch.empty(1, device=self.device)  # the context is created on first use, not by init()
         self.on_device = True
-        return True
 
     def reply(self) -> dict[str, Any]:
         """The ``ready`` reply: what was done."""
