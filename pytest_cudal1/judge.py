@@ -30,7 +30,7 @@ from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import measured, reward_for
 from pytest_cudal1.spares import Spares
 from pytest_cudal1.static_scan import scan
-from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, measure_pairs, pool_runs
+from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, confirmed, measure_pairs, pool_runs
 from pytest_cudal1.trials import check_trials
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
@@ -355,8 +355,9 @@ class Judge:
         (beyond its inputs) free for the candidate."""
         cfg = dataclasses.replace(self.cfg.timing, budget_s=self.cfg.timing.budget_s / len(pairs), measure=measure,
                                   reserve_bytes=HEADROOM_FACTOR * self.references.call_peak)
-        runs = [measure_pairs(ref, cand, cfg, rng, functools.partial(self.check, ref, cand, "timed"),
-                              dict(self.digests)) for ref, cand in pairs]
+        runs = [confirmed(functools.partial(measure_pairs, ref, cand, cfg, rng,
+                                            functools.partial(self.check, ref, cand, "timed"), dict(self.digests)))
+                for ref, cand in pairs]
         return runs[0] if len(runs) == 1 else pool_runs(runs, random.Random(rng.getrandbits(64)))
 
     def replayed(self, cand_fp: Any, ref_fp: Any, rounding: float, floor: float) -> str | None:

@@ -90,12 +90,38 @@ class TimingConfig:
 
 
 class AuditFailure(Exception):
-    """A check on timed calls failed; carries the verdict."""
+    """A check on timed calls failed; carries the verdict.
 
-    def __init__(self, verdict: Verdict, pair: int) -> None:
+    ``statistical``: the check compares medians over the run between the controller's clock and the
+    worker's, which another process loading the machine can move for a while (``confirmed``)."""
+
+    def __init__(self, verdict: Verdict, pair: int, statistical: bool = False) -> None:
         super().__init__(verdict.message)
         self.verdict = verdict
         self.pair = pair
+        self.statistical = statistical
+
+
+def confirmed(measure: Callable[[], PairedTiming]) -> PairedTiming:
+    """``measure()``, run once more when its statistical audit failed: only a failure that repeats stands.
+
+    On a loaded 2-core machine an honest candidate's run once saw 10 ms per sample more around it than
+    around the reference; a candidate that hides work outside its reported time does so in every run.
+    The run that counts is the second, and its record says why it was taken."""
+    try:
+        return measure()
+    except AuditFailure as exc:
+        if not exc.statistical:
+            raise
+        first = exc.verdict.message
+    try:
+        again = measure()
+    except AuditFailure as exc:
+        if exc.statistical:
+            exc.verdict.message += f"; the run before it too: {first}"
+        raise
+    again.warnings.append(f"measured twice: the first run's audit failed ({first})")
+    return again
 
 
 def summarize(samples: list[float], clock: str, calls: int, tail_ms: float = 0.0) -> TimingSummary:
@@ -439,7 +465,8 @@ def measure_pairs(
             Reason.TIMER_MISMATCH,
             f"the controller's clock saw {unreported:.3g} ms more per sample around the candidate than its reported "
             f"time explains (reference's harness overhead as the yardstick)",
-            {"unreported_ms": unreported, "candidate_reported_ms": statistics.median(cand_ms)}), pairs - 1)
+            {"unreported_ms": unreported, "candidate_reported_ms": statistics.median(cand_ms)}), pairs - 1,
+            statistical=True)
     if math.isnan(ci[0]) or stopped == "max_pairs":  # the last interval may predate the last pairs
         ci = bootstrap_median_ci([ratios], boot)
     warnings = _state_warnings(states)
@@ -494,7 +521,8 @@ def _check_clocks(gaps: dict[str, list[tuple[float, float]]]) -> None:
         evidence = {"host_minus_event_ms": gap, "event_ms": event, "reference_host_minus_event_ms": ref_gap}
         message = (f"the candidate's host clock ran {gap:.4g} ms per call past its events' {event:.4g} ms "
                    f"(the reference's: {ref_gap:.4g} ms)")
-        raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, message, evidence), len(gaps["candidate"]) - 1)
+        raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, message, evidence), len(gaps["candidate"]) - 1,
+                           statistical=True)
 
 
 def _sizing(worker: WorkerProcess, calls: int, most: int, reserve: int) -> dict[str, Any]:

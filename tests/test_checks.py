@@ -16,7 +16,7 @@ from hypothesis import find
 from pytest_cudal1.compare import compare, relative_rounding
 from pytest_cudal1.recipes import FAMILIES, SCALES, Recipe, draw_inputs, recipe_strategy
 from pytest_cudal1.timing import fingerprints_match
-from pytest_cudal1.workers.guards import fingerprint, sampled_elements
+from pytest_cudal1.workers.guards import fingerprint, fingerprints, sampled_elements
 
 TASKS = Path(__file__).resolve().parent / "cheats" / "cases" / "tasks" / "level1"
 RECIPES = [Recipe(seed=s, family=f, scale=c, regions=2 if f == "mixed" else 0, outliers=8 if f == "mixed" else 0)
@@ -190,6 +190,30 @@ def test_timed_checks_allow_for_the_rounding_the_native_reference_carries() -> N
     candidate = torch.full((16,), -4e-9)  # 5e-9 from the native reference: within 3 * 2.0 * 1e-9, not 2 *
     assert compare(candidate, native, None, rounding=2.0) is None
     assert compare(candidate, native, None, rounding=1.0) is not None
+
+
+def sample_outputs(device: str) -> list:
+    """One timed sample's outputs as candidates return them: tensors, tuples of mixed dtypes, an empty
+    tensor, a non-tensor beside a tensor, a scalar."""
+    g = gen(7)
+    x = torch.randn(3, 257, generator=g)
+    return [t.to(device) if isinstance(t, torch.Tensor) else t for t in (
+        x, (x.double() * 2, torch.arange(5)), torch.empty(0), x[:, :3].half()) ] + [
+        [x.sum().to(device), 3.5], torch.tensor(float("nan")).to(device)]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_samples_digests_read_back_together_are_each_calls_own(device: str) -> None:
+    """The digests request reads a sample's digests back in one copy: each call's are what its output alone
+    gives, bit for bit, in call order (the replay check keys trials and timed calls by them)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    outs = sample_outputs(device)
+    together = fingerprints(outs)
+    assert together == [fingerprint(o) for o in outs]
+    assert [len(fp) for fp in together] == [1, 2, 1, 1, 1, 1]
+    assert together[1][1][0] == 5.0 and together[2][0][:4] == [0.0, 0.0, 0.0, 0.0]
+    assert fingerprints([]) == [] and fingerprints([None]) == [[]]
 
 
 @pytest.mark.gpu

@@ -10,9 +10,9 @@ import torch
 
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
-from pytest_cudal1.records import PairedTiming, TimingSummary
-from pytest_cudal1.timing import (AuditFailure, _check_clocks, _device_ms, _sample_ms, counted_ms, pool_runs, summarize,
-                                  tail_ms)
+from pytest_cudal1.records import PairedTiming, TimingSummary, Verdict
+from pytest_cudal1.timing import (AuditFailure, _check_clocks, _device_ms, _sample_ms, confirmed, counted_ms, pool_runs,
+                                  summarize, tail_ms)
 from pytest_cudal1.workers import runtime
 from pytest_cudal1.workers.runtime import Flusher, TimedLoop, timed_sample
 from pytest_cudal1.workers.timing_inputs import TimingInputs
@@ -41,8 +41,50 @@ def test_a_host_clock_far_past_the_events_is_a_timer_mismatch() -> None:
     ref = [(0.01, 2.7)] * 10
     with pytest.raises(AuditFailure) as caught:
         _check_clocks({"candidate": cand, "reference": ref})
-    assert caught.value.verdict.reason is Reason.TIMER_MISMATCH
+    assert caught.value.verdict.reason is Reason.TIMER_MISMATCH and caught.value.statistical
     assert "0.6 ms per call" in caught.value.verdict.message
+
+
+FAR_PAST = {"candidate": [(0.60, 0.24)] * 10, "reference": [(0.01, 2.7)] * 10}  # the clock rule fails on these
+ALIKE = {"candidate": [(0.01, 0.24)] * 10, "reference": [(0.01, 2.7)] * 10}
+
+
+def runs_of(*gaps: dict[str, list[tuple[float, float]]]):
+    """A measurement whose k-th run applies the real clock rule to ``gaps[k]``; counts its runs."""
+    runs: list[int] = []
+
+    def measure() -> PairedTiming:
+        runs.append(1)
+        _check_clocks(gaps[len(runs) - 1])
+        return paired(1.0, (0.99, 1.01))
+    return measure, runs
+
+
+def test_a_statistical_audit_that_fails_once_is_measured_again_and_the_second_run_counts() -> None:
+    # A loaded 2-core CPU: an honest run once saw 10.4 ms more per sample around the candidate (session 11).
+    measure, runs = runs_of(FAR_PAST, ALIKE)
+    timing = confirmed(measure)
+    assert len(runs) == 2 and timing.speedup == 1.0
+    assert any("measured twice" in w and "0.6 ms per call" in w for w in timing.warnings)
+
+
+def test_a_statistical_audit_that_fails_twice_stands_and_names_both_runs() -> None:
+    measure, runs = runs_of(FAR_PAST, FAR_PAST)
+    with pytest.raises(AuditFailure) as caught:
+        confirmed(measure)
+    assert len(runs) == 2 and caught.value.verdict.reason is Reason.TIMER_MISMATCH
+    assert "the run before it too" in caught.value.verdict.message
+
+
+def test_a_failed_check_on_the_outputs_is_never_measured_again() -> None:
+    calls = []
+
+    def measure() -> PairedTiming:
+        calls.append(1)
+        raise AuditFailure(Verdict(Reason.WRONG_OUTPUT, "timed call 2: digest differs"), 3)
+    with pytest.raises(AuditFailure):
+        confirmed(measure)
+    assert len(calls) == 1
 
 
 def test_the_reference_gap_is_the_yardstick() -> None:

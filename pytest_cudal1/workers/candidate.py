@@ -309,7 +309,7 @@ class CandidateWorker:
         else:
             aliasing_allowed = "OUTPUT_ALIASES_INPUT" in self.allowed
             flags += [flag(code, detail) for code, detail in self.loop.inspect(outs, self.timed_graph, aliasing_allowed)]
-            reply["fingerprints"] = [guards.fingerprint(o) for o in outs]
+            reply["fingerprints"] = guards.fingerprints(outs)
         self.last_output = outs[-1]
         reply["flags"] = flags + self.state_flags()
         return reply

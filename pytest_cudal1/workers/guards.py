@@ -102,16 +102,33 @@ def fingerprint(out: Any) -> list[list[float]]:
     sort moves them by the size of the output, and bf16 arithmetic by its error's norm, which the
     rounding model's tolerance for them (an L2 bound) is far below.
     """
+    return fingerprints([out])[0]
+
+
+def fingerprints(outs: list[Any]) -> list[list[list[float]]]:
+    """``fingerprint`` of every call's output, read back in one device-to-host copy per device.
+
+    Each tensor's digest is computed by the same kernels as on its own (bit-identical: the replay
+    check keys trials and timed calls by them); only the copies are gathered, so the host queues every
+    call's digest without waiting for the GPU between tensors."""
     from pytest_cudal1.compare import DEFAULT_RTOL, RTOL
 
-    fp = []
-    for t in tensors(out):
-        d = t.detach().reshape(-1).to(torch.float64)
-        rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
-        sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
-        values = torch.cat([sums, _projections(d)]).tolist()  # one device-to-host copy per tensor
-        fp.append([float(d.numel()), *values[:4], rtol, *values[4:]])
-    return fp
+    heads: list[list[tuple[float, float]]] = []  # per call, per tensor: (numel, rtol)
+    digests: dict[torch.device, list[torch.Tensor]] = {}
+    order = []  # per tensor in call order: (its device, its row there)
+    for out in outs:
+        heads.append([])
+        for t in tensors(out):
+            d = t.detach().reshape(-1).to(torch.float64)
+            rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
+            sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
+            rows = digests.setdefault(d.device, [])
+            order.append((d.device, len(rows)))
+            rows.append(torch.cat([sums, _projections(d)]))
+            heads[-1].append((float(d.numel()), rtol))
+    read = {device: torch.stack(rows).tolist() for device, rows in digests.items()}
+    values = iter(read[device][row] for device, row in order)
+    return [[[numel, *v[:4], rtol, *v[4:]] for (numel, rtol), v in zip(call, values)] for call in heads]
 
 
 def _projections(d: torch.Tensor) -> torch.Tensor:

@@ -336,7 +336,7 @@ class ReferenceWorker:
         candidate's structural checks run here too, so both workers hold the same outputs alive."""
         assert self.loop is not None
         self.loop.inspect(self.timed_outputs, self.timed_graph, aliasing_allowed=True)
-        return {"fingerprints": [guards.fingerprint(o) for o in self.timed_outputs], "rounding": self.rounding,
+        return {"fingerprints": guards.fingerprints(self.timed_outputs), "rounding": self.rounding,
                 "rounding_floor": self.rounding_floor}
 
     def bandwidth(self, _body: Any) -> float | None:

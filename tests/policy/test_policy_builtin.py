@@ -82,18 +82,14 @@ def test_the_real_judge_accepts_the_rewrites_and_they_become_exemplars(tmp_path:
     verdicts = {name.split("::")[1]: reason(r) for name, r in records.items()}
     log = "\n".join(result.outlines[-30:])
     assert set(verdicts) == {r.name for r in JUDGED}, log
-    # Every rewrite is correct and passes the checks. On this loaded 2-core CPU (load average ~8), the timing
-    # audit's TIMER_MISMATCH (harness overhead 5-10 ms per sample above the reference's) also hits
-    # `class ModelNew(Model): pass` at random. Timing runs only after every correctness trial passed, so it is
-    # tolerated here, and never counted as a success below.
-    assert set(verdicts.values()) <= {"OK", "TIMER_MISMATCH"}, log
-    passed = [r for r in JUDGED if verdicts[r.name] == "OK"]
-    assert passed, log
+    # Every rewrite is correct and passes the checks, on a loaded CPU too: the timing audit that compares the
+    # two sides' harness overhead (5-10 ms apart per sample at load average ~8) is confirmed by a second run.
+    assert set(verdicts.values()) == {"OK"}, log
     with ExemplarDB(tmp_path / "x.sqlite") as db:
         report = db.import_ledger(ledger_path, [CONV])
         stored = {e.code: e.speedup for e in db.successes(CONV.sha256, gpu_of(next(iter(records.values()))))}
     assert report.stored == 3 and report.no_code == 0
-    assert stored == {render(CONV, r): records[f"{CONV.id}::{r.name}"]["speedup"] for r in passed}
+    assert stored == {render(CONV, r): records[f"{CONV.id}::{r.name}"]["speedup"] for r in JUDGED}
 
 
 @pytest.mark.gpu
