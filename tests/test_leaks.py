@@ -16,7 +16,7 @@ from cudal1_helpers import candidate_source, write_candidate, write_task
 from pytest_cudal1.seeds import KeyedRandom, derived
 from pytest_cudal1.workers import guards
 from pytest_cudal1.workers.runtime import TimedLoop
-from pytest_cudal1.workers.timing_inputs import TimingInputs
+from pytest_cudal1.workers.timing_inputs import TimingInputs, _symmetric
 
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
@@ -100,6 +100,19 @@ def test_float_inputs_keep_what_the_task_guaranteed_when_refilled(device: str) -
         assert not torch.allclose(g, g.T, rtol=1e-3, atol=0)  # no symmetry where the task gave none
         assert earlier is None or not any(torch.equal(x, y) for x, y in zip((s, p, t, g), earlier))
         earlier = (s, p, t, g)
+
+
+@pytest.mark.parametrize("block", [7, 1000, 1 << 22])
+def test_symmetry_is_told_block_by_block_for_batches_and_large_matrices(block: int) -> None:
+    """Up to rounding, in blocks of whole matrices or of rows of one (a large input gets no second copy)."""
+    one = torch.rand(300, 300, dtype=torch.float64)
+    batch = torch.rand(40, 6, 6)
+    near = [one @ one.T, batch + batch.mT, torch.zeros(3, 3)]
+    near[0][299, 0] = torch.nextafter(near[0][0, 299], torch.tensor(0.0, dtype=torch.float64))  # the last block
+    assert all(_symmetric(x, block) for x in near)
+    off = (batch + batch.mT).clone()
+    off[39, 5, 0] += 0.1  # the last matrix's last row
+    assert not any(_symmetric(x, block) for x in (one, off, torch.full((4, 4), float("nan"))))
 
 
 def test_keyed_draws_are_reproducible_from_the_key_and_unlike_a_twister_of_the_same_seed() -> None:

@@ -77,14 +77,31 @@ def _structure(x: Any) -> str:
     of the largest element, is far above rounding and far below any matrix drawn without symmetry."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or not x.numel():
         return "free"
-    if x.shape[-1] == x.shape[-2]:
-        bound = torch.finfo(x.dtype).eps ** 0.5 * float(x.abs().max())
-        if float((x - x.transpose(-1, -2)).abs().max()) <= bound:
-            return "symmetric"
+    if x.shape[-1] == x.shape[-2] and _symmetric(x):
+        return "symmetric"
     sums = x.sum(-1, dtype=torch.float64)
     if bool((x >= 0).all()) and bool(torch.allclose(sums, torch.ones_like(sums), rtol=0, atol=1e-3)):
         return "simplex"
     return "free"
+
+
+def _symmetric(x: torch.Tensor, block: int = 1 << 22) -> bool:
+    """Are the square matrices ``x`` equal to their transpose within sqrt(eps) of the largest element?
+
+    Compared ``block`` elements at a time (whole matrices, or rows of one large one): a large input costs
+    no second copy, and an input that is not symmetric is told by its first block."""
+    n = x.shape[-1]
+    m = x.reshape(-1, n, n)
+    bound = torch.finfo(x.dtype).eps ** 0.5 * max(float(x.max()), -float(x.min()))
+    if not math.isfinite(bound):  # NaN or inf: no structure to keep
+        return False
+    per, rows = max(1, block // (n * n)), max(1, block // n)
+    for j in range(0, m.shape[0], per):
+        sub = m[j:j + per]
+        for i in range(0, n, rows):
+            if float((sub[:, i:i + rows] - sub.transpose(1, 2)[:, i:i + rows]).abs().max()) > bound:
+                return False
+    return True
 
 
 def _rescale_into(x: torch.Tensor, target: torch.Tensor, structure: str, gen: torch.Generator) -> None:
