@@ -84,7 +84,7 @@ def test_float_inputs_keep_what_the_task_guaranteed_when_refilled(device: str) -
     while their values still change from call to call."""
     a = torch.rand(16, 16, device=device, dtype=torch.float64)
     spd = a @ a.T + 16 * torch.eye(16, device=device, dtype=torch.float64)
-    # ``A @ A.T`` is bit-symmetric with some BLAS builds only (not with MKL on CI's AVX2 CPU): one ulp apart
+    # ``A @ A.T`` is bit-symmetric with some BLAS builds only (not with MKL on this project's AVX2 CPU machine): one ulp apart
     # here, as there, and the task still means it symmetric
     spd[0, 1] = torch.nextafter(spd[1, 0], torch.tensor(float("inf"), dtype=spd.dtype, device=device))
     probs = torch.softmax(torch.randn(4, 10, device=device), dim=-1)

@@ -113,22 +113,20 @@ def fingerprints(outs: list[Any]) -> list[list[list[float]]]:
     call's digest without waiting for the GPU between tensors."""
     from pytest_cudal1.compare import DEFAULT_RTOL, RTOL
 
-    heads: list[list[tuple[float, float]]] = []  # per call, per tensor: (numel, rtol)
-    digests: dict[torch.device, list[torch.Tensor]] = {}
-    order = []  # per tensor in call order: (its device, its row there)
+    calls: list[list[tuple[float, float, torch.device, int]]] = []  # per tensor: numel, rtol, device, row there
+    rows: dict[torch.device, list[torch.Tensor]] = {}
     for out in outs:
-        heads.append([])
+        calls.append([])
         for t in tensors(out):
             d = t.detach().reshape(-1).to(torch.float64)
             rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
             sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
-            rows = digests.setdefault(d.device, [])
-            order.append((d.device, len(rows)))
-            rows.append(torch.cat([sums, _projections(d)]))
-            heads[-1].append((float(d.numel()), rtol))
-    read = {device: torch.stack(rows).tolist() for device, rows in digests.items()}
-    values = iter(read[device][row] for device, row in order)
-    return [[[numel, *v[:4], rtol, *v[4:]] for (numel, rtol), v in zip(call, values)] for call in heads]
+            on_device = rows.setdefault(d.device, [])
+            calls[-1].append((float(d.numel()), rtol, d.device, len(on_device)))
+            on_device.append(torch.cat([sums, _projections(d)]))
+    read = {device: torch.stack(digests).tolist() for device, digests in rows.items()}
+    return [[[numel, *read[device][row][:4], rtol, *read[device][row][4:]] for numel, rtol, device, row in call]
+            for call in calls]
 
 
 def _projections(d: torch.Tensor) -> torch.Tensor:

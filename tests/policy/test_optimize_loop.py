@@ -81,7 +81,7 @@ def test_the_builtin_policy_improves_a_task_and_keeps_its_best(optimized) -> Non
     records = [r for r in read_ledger(root / "cudal1-ledger.jsonl") if r.get("origin")]
     assert len(records) == 4 and all(r["origin"]["round"] == 1 and r["origin"]["policy"] == "builtin"
                                       for r in records)
-    # the optimizer's order: the reward, then the raw speedup (rewards tie where the smoothing clips them)
+    # the optimizer's order: the reward, then the raw speedup (rewards round to two decimals and tie)
     best = max((r for r in records if r["passed"]), key=lambda r: (r["reward"], speed(r, "kernel")))
     assert best["speedup"] > 1.15, [(r["candidate_name"], r["speedup"]) for r in records]  # fusion wins clearly
     assert consistent(root / "cudal1-optimized") == [f"level1/1_fused/{best['candidate_name']}.py"]
