@@ -12,7 +12,8 @@
 # PROBE_ARGS the probe's arguments (e.g. --variants realloc,refill_tail).
 # REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
 # release: CUDA-L1's A100 release (.device/a100.jsonl, copied from ../shared/cudal1) re-judged, RELEASE_SELECT a -k
-# expression (e.g. "L1" for level 1), RELEASE_ARGS more options; appends to a100-ledger.jsonl.
+# expression (e.g. "L1" for level 1), RELEASE_FILE a part of it (records with "name": "line<N>", N their line in
+# a100.jsonl, so parts judged in several calls keep one naming), RELEASE_ARGS more options; appends to a100-ledger.jsonl.
 # train: benchmarks/train_smoke.py (a tiny model trained on the judge's GPU rewards for KernelBench L2/12, read
 # from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
 # throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs
@@ -77,7 +78,7 @@ for phase in "$@"; do
                 --cudal1-ledger="$stage/rewrites-ledger.jsonl" --cudal1-html="$stage/rewrites-report.html" \
                 >>"$stage/rewrites.log" 2>&1 ;;
         release)
-            python3 -m pytest "${common[@]}" --cudal1-candidates=.device/a100.jsonl -k "${RELEASE_SELECT:-L}" \
+            python3 -m pytest "${common[@]}" --cudal1-candidates="${RELEASE_FILE:-.device/a100.jsonl}" -k "${RELEASE_SELECT:-L}" \
                 --cudal1-time-budget="${KB_BUDGET:-2}" ${RELEASE_ARGS:-} --cudal1-ledger="$stage/a100-ledger.jsonl" \
                 --cudal1-html="$stage/a100-report.html" -rA >>"$stage/release.log" 2>&1 ;;
         cheats)

@@ -95,6 +95,8 @@ class JudgedRecord:
     # How an optimizer-made candidate came to be (policy, backend, round, turn, parent exemplar ids,
     # prompt_sha256, prompt_path, tokens); None for a hand-written candidate.
     origin: dict[str, Any] | None = None
+    # What the judge saw once and not again, so did not count (a check repeated on the same inputs).
+    warnings: list[str] = dataclasses.field(default_factory=list)
     trials_cached: int = 0  # trials whose reference outputs the reference worker had computed for an earlier candidate
     harness_version: str = __version__
     judged_at: str = dataclasses.field(

@@ -50,6 +50,26 @@ def test_an_eager_timed_sample_hands_out_poisoned_blocks_as_a_trial_does(device:
         assert guards.poisoned_words(out) == out.numel()
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_trials_unwritten_output_reads_as_poison_when_its_inputs_are_as_large() -> None:
+    """The inputs a trial stages on the device are freed before the poison, so the block an output of their
+    size gets next is a poisoned one, not a staged input's (H200: ``torch.empty`` read back the input A)."""
+    from pytest_cudal1.workers.candidate import CandidateWorker
+
+    worker = CandidateWorker()
+    worker._on_device()
+    n = 1 << 22
+    worker.poison_sizes = [n * 4]
+    for seed in range(3):
+        torch.manual_seed(seed)
+        placed = worker._place({"inputs": [torch.randn(n), torch.randn(n)]}, writes_held=True)
+        out = torch.empty(n, device="cuda")
+        torch.cuda.synchronize()
+        assert guards.poisoned_words(out) == n
+        del placed, out
+
+
 def test_a_timed_write_past_an_input_is_seen_in_its_guard_bytes() -> None:
     def call(args: list[torch.Tensor]) -> torch.Tensor:
         x = args[0]

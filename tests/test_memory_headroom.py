@@ -179,4 +179,5 @@ return g.y.clone()
         rows = [line for line in result.outlines if "19_relu_big::graph_wrapper" in line]
         pytest.fail("no ledger line; the run's lines naming the item:\n" + "\n".join(rows) + "\n"
                     + _memory_holders() + "\n--- the run's output, last lines ---\n" + "\n".join(result.outlines[-60:]))
-    assert records[0]["verdict"]["reason"] == "OK", (records[0]["verdict"]["message"], result.stdout.str())
+    verdict = records[0]["verdict"]
+    assert verdict["reason"] == "OK", f"{verdict['message']}\n{verdict.get('evidence')}\n{result.stdout.str()}"

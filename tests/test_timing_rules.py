@@ -10,9 +10,10 @@ import torch
 
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
-from pytest_cudal1.records import PairedTiming, TimingSummary, Verdict
+from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Verdict
 from pytest_cudal1.timing import (AuditFailure, _check_clocks, _device_ms, _sample_ms, confirmed, counted_ms, pool_runs,
                                   summarize, tail_ms)
+from pytest_cudal1.trials import run_call
 from pytest_cudal1.workers import runtime
 from pytest_cudal1.workers.runtime import Flusher, TimedLoop, timed_sample
 from pytest_cudal1.workers.timing_inputs import TimingInputs
@@ -85,6 +86,51 @@ def test_a_failed_check_on_the_outputs_is_never_measured_again() -> None:
     with pytest.raises(AuditFailure):
         confirmed(measure)
     assert len(calls) == 1
+
+
+class ScriptedWorker:
+    """Answers ``run`` with the flags given, one list per call: the rule in ``trials.run_call`` alone (a slow
+    synchronize after an honest call cannot be caused on demand, on a CPU least of all)."""
+
+    def __init__(self, *replies: list[dict]) -> None:
+        self.replies, self.calls = list(replies), []
+
+    def request(self, kind: str, body: dict, timeout: float) -> dict:
+        self.calls.append((kind, body))
+        return {"flags": self.replies.pop(0), "fingerprint": None}
+
+
+TAIL = {"code": "STREAM_ESCAPE", "detail": "work on another stream ran 4.09 ms past the end", "statistical": True}
+ALIAS = {"code": "OUTPUT_ALIASES_INPUT", "detail": "an output shares storage with an input"}
+
+
+def _record() -> JudgedRecord:
+    return JudgedRecord(task_id="L2/25", level=2, problem_id=25, task_name="t", candidate_name="c",
+                        candidate_sha256="0", candidate_origin="", backend="torch", device="cuda",
+                        verdict=Verdict(Reason.OK))
+
+
+def test_a_slow_synchronize_once_in_a_trial_is_checked_again_and_the_second_call_counts() -> None:
+    # H200, session 13: two of four copies of one honest L2/25 candidate, 4.09 and 4.12 ms (one scheduler tick).
+    worker, record = ScriptedWorker([dict(TAIL)], []), _record()
+    got = run_call(worker, {"inputs": [1]}, 1.0, record, set())
+    assert got["flags"] == [] and [c[1] for c in worker.calls] == [{"inputs": [1]}] * 2
+    assert record.warnings and "did not repeat" in record.warnings[0] and "4.09 ms" in record.warnings[0]
+
+
+def test_a_slow_synchronize_on_both_calls_stands_and_names_both() -> None:
+    worker, record = ScriptedWorker([dict(TAIL)], [dict(TAIL)]), _record()
+    got = run_call(worker, {}, 1.0, record, set())
+    assert [f["code"] for f in got["flags"]] == ["STREAM_ESCAPE"] and "the call before it" in got["flags"][0]["detail"]
+    assert not record.warnings
+
+
+def test_any_other_flag_beside_it_is_a_verdict_at_once_and_an_allowed_one_is_not_counted() -> None:
+    worker = ScriptedWorker([dict(TAIL), ALIAS])
+    assert len(run_call(worker, {}, 1.0, _record(), set())["flags"]) == 2 and len(worker.calls) == 1
+    worker = ScriptedWorker([dict(TAIL), ALIAS], [ALIAS])  # the reference aliases too: only the tail counts
+    assert run_call(worker, {}, 1.0, _record(), {"OUTPUT_ALIASES_INPUT"})["flags"] == [ALIAS]
+    assert len(worker.calls) == 2
 
 
 def test_the_reference_gap_is_the_yardstick() -> None:

@@ -200,9 +200,10 @@ class CandidateWorker:
         elif not guards.settled(snap, out, threads):
             code = "STREAM_ESCAPE" if self.device.startswith("cuda") else "DEFERRED_WORK"
             flags.append(flag(code, "the output read right after return differs from the output after a device-wide sync"))
-        elif pending > STREAM_PENDING_MS:
-            flags.append(flag("STREAM_ESCAPE", f"work on another stream ran {pending:.3g} ms past the end of everything "
-                              "queued on the caller's stream (the call and the copy of its outputs)"))
+        elif pending > STREAM_PENDING_MS:  # one slow synchronize: the trial repeats the call (``trials.run_call``)
+            flags.append({**flag("STREAM_ESCAPE", f"work on another stream ran {pending:.3g} ms past the end of "
+                                 "everything queued on the caller's stream (the call and the copy of its outputs)"),
+                          "statistical": True})
         if not lazy:
             if guards.reused([out], self.held):
                 flags.append(flag("OUTPUT_REPLAY", "the output buffer of an earlier call was returned again"))
@@ -231,10 +232,13 @@ class CandidateWorker:
         ``writes_held``: the writes are queued on the caller's stream behind the hold, as in every trial;
         otherwise they are written and synchronised before it (``_raced``'s diagnostic).
         """
-        inputs = runtime.to_device(list(body["inputs"]), self.device)  # a host copy waits for its stream: before
+        staged = runtime.to_device(list(body["inputs"]), self.device)  # a host copy waits for its stream: before
         if writes_held:
             runtime.hold(self.device, RACE_HOLD_CYCLES)
-        g = guards.Guarded(inputs)
+        g = guards.Guarded(staged)
+        # Freed before the poison, which then takes their blocks too: freed after it, a staged input's block
+        # (lower in memory) was what an output allocated next got, holding input values, not the poison.
+        del staged
         guards.poison(self.poison_sizes, self.device)
         if not writes_held:
             runtime.sync(self.device)

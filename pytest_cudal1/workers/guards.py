@@ -25,6 +25,7 @@ M_PERTURB = -6
 MALLOC_PERTURB_BYTE = 0x5A  # glibc fills fresh allocations with its complement, 0xA5
 MALLOC_FRESH_WORD = -0x5A5A5A5B  # 0xA5A5A5A5 as a signed int32
 POISON_COPIES = 4
+POISON_SPARE_BYTES = 1 << 30  # the most the copies beyond the first of one size may hold
 GUARD_BYTES = 4096
 GUARD_BYTE = 0xA5
 
@@ -183,11 +184,16 @@ def snapshot(out: Any) -> list[torch.Tensor]:
 # ---------------------------------------------------------- memory ---
 
 def poison(nbytes: list[int], device: str) -> None:
-    """Fill blocks of the sizes the outputs will need, then free them for the allocator to hand out."""
+    """Fill blocks of the sizes the outputs will need, then free them for the allocator to hand out.
+
+    Several blocks per size, so a stray allocation cannot take them all; one only for an output over
+    ``POISON_SPARE_BYTES``: four copies of a 6.4 GB output cached in the candidate's process left the
+    reference too little memory for its trial (H200)."""
     blocks = []
     for n in nbytes:
         words = max(1, (n + 3) // 4)
-        for _ in range(POISON_COPIES):  # several freed blocks per size: a stray allocation cannot take them all
+        copies = POISON_COPIES if n * (POISON_COPIES - 1) <= POISON_SPARE_BYTES else 1
+        for _ in range(copies):
             blocks.append(torch.full((words,), POISON_WORD, dtype=torch.int32, device=device))
     del blocks
 

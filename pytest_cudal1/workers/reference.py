@@ -149,6 +149,7 @@ class ReferenceWorker:
         """
         recipe = Recipe(**body["recipe"])
         reuse = bool(body.get("reuse"))
+        self._drop_trial()  # the last trial's tensors, before this one's: the reference's peak is one trial
         kept = self.cache.get(recipe) if reuse else None
         done = self._computed(recipe) if kept is None else _moved_trial(kept, self.device)
         if reuse and kept is None and self.cache.fits(done.nbytes):
@@ -165,25 +166,31 @@ class ReferenceWorker:
     def _computed(self, recipe: Recipe) -> "_Trial":
         """One trial computed: its inputs drawn, both reference outputs, and the reply's facts."""
         assert self.module is not None and self.model is not None
-        inputs = draw_inputs(self.module.get_inputs, recipe, self.device)
-        guarded = guards.Guarded(inputs)
-        native, expected, precise = self._reference(guarded.inputs, guarded.originals)
+        guarded = guards.Guarded(draw_inputs(self.module.get_inputs, recipe, self.device))
+        native = self._native(guarded.inputs)
         outs = list(guards.tensors(native))
-        reply = {"float64": precise, "aliases_input": guards.aliases(native, guarded.inputs),
+        reply = {"aliases_input": guards.aliases(native, guarded.inputs),
                  "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
                  "output_nbytes": [t.numel() * t.element_size() for t in outs],
                  "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
-        done = _Trial(guarded.originals, expected, native, relative_rounding(native, expected),
+        originals = guarded.originals
+        del guarded  # the guarded slots, before the float64 copies are made: the trial's peak is the smaller
+        expected, reply["float64"] = self._precise(native, originals)
+        done = _Trial(originals, expected, native, relative_rounding(native, expected),
                       absolute_rounding(native, expected), reply)
-        del guarded, inputs
         if self.device.startswith("cuda"):
             # The guard buffers and float64 temporaries stay cached otherwise: on a 6.4 GB-input task the
             # reference held 104-137 GB through the candidate's warm-up, which then ran out of memory (H200).
             torch.cuda.empty_cache()
         return done
 
-    def _reference(self, inputs: list[Any], originals: list[Any] | None = None) -> tuple[Any, Any, bool]:
+    def _reference(self, inputs: list[Any], originals: list[Any]) -> tuple[Any, Any, bool]:
         """(native output, float64 output, whether float64 ran) on ``inputs`` (float64 from ``originals``)."""
+        native = self._native(inputs)
+        return (native, *self._precise(native, originals))
+
+    def _native(self, inputs: list[Any]) -> Any:
+        """The task's own output on ``inputs``; the most memory such a call took is kept (``call_peak``)."""
         assert self.model is not None
         if self.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
@@ -192,12 +199,16 @@ class ReferenceWorker:
         call_bytes = (torch.cuda.max_memory_allocated() - before if self.device.startswith("cuda")
                       else sum(t.numel() * t.element_size() for t in guards.tensors(native)))
         self.call_peak = max(self.call_peak, self.model_bytes + call_bytes)
+        return native
+
+    def _precise(self, native: Any, originals: list[Any]) -> tuple[Any, bool]:
+        """(the float64 output on ``originals``, True), or (``native``, False) where float64 cannot run."""
         if self.model64 is not None:
             try:
-                return native, self._forward(self.model64, [_to64(x) for x in originals or inputs]), True
+                return self._forward(self.model64, [_to64(x) for x in originals]), True
             except Exception:  # noqa: BLE001 - ops without float64 support: compare in native dtype
                 pass
-        return native, native, False
+        return native, False
 
     def probe(self, body: dict[str, Any]) -> dict[str, Any]:
         """Can the reference run here, and what does it need? Asked once per loaded task, before any
