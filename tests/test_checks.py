@@ -13,7 +13,8 @@ import pytest
 import torch
 from hypothesis import find
 
-from pytest_cudal1.compare import compare, relative_rounding
+from pytest_cudal1 import compare as compare_module
+from pytest_cudal1.compare import absolute_rounding, compare, relative_rounding
 from pytest_cudal1.recipes import FAMILIES, SCALES, Recipe, draw_inputs, recipe_strategy
 from pytest_cudal1.timing import fingerprints_match
 from pytest_cudal1.workers.guards import fingerprint, fingerprints, sampled_elements
@@ -228,3 +229,20 @@ def test_digest_and_sampled_elements_on_cuda() -> None:
     assert not fingerprints_match(fingerprint(right.bfloat16().float()), fingerprint(right))
     on_gpu, on_cpu = sampled_elements([right], 5, 256), sampled_elements([right.cpu()], 5, 256)
     assert torch.equal(on_gpu[0].cpu(), on_cpu[0])
+
+
+def test_the_references_rounding_measured_in_blocks_is_the_whole_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks that split rows, and NaN and inf in some of them, give the whole tensor's figures (H200: a
+    masked copy of a 1.6e9-element output ran the reference out of memory)."""
+    torch.manual_seed(0)
+    native = torch.randn(5, 13)
+    expected = native.double() + torch.randn(5, 13, dtype=torch.float64) * 1e-7
+    native[1, 3], expected[4, 12] = float("nan"), float("inf")
+    finite = torch.isfinite(native.double()) & torch.isfinite(expected)
+    err = float((native.double() - expected)[finite].abs().max())
+    rms = float(native.double()[finite].square().mean().sqrt())
+    for block in (7, 13, 1 << 22):
+        monkeypatch.setattr(compare_module, "ROUNDING_BLOCK", block)
+        assert absolute_rounding(native, expected) == pytest.approx(err, rel=1e-12)
+        assert relative_rounding(native, expected) == pytest.approx(err / rms, rel=1e-12)
+    assert absolute_rounding(torch.full((3,), float("nan")), torch.zeros(3, dtype=torch.float64)) == 0.0
