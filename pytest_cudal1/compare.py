@@ -100,10 +100,6 @@ def _rounding(native: Any, expected: Any, relative: bool) -> float:
     return 0.0
 
 
-def _rms(x: Any) -> float:
-    return float(x.square().mean().sqrt()) if x.numel() else 0.0
-
-
 def compare(candidate: Any, expected: Any, native: Any = None, where: str = "output",
             rounding: float = 0.0, floor: float = 0.0) -> Verdict | None:
     """None when ``candidate`` matches; otherwise the failing Verdict with evidence.
@@ -190,43 +186,97 @@ def _compare_tensor(c: Any, e: Any, n: Any, where: str, check_meta: bool = True,
         idx = _unravel(int((~same).reshape(-1).nonzero()[0]), e.shape)
         return Verdict(Reason.WRONG_OUTPUT, f"{where}: {int((~same).sum())} of {e.numel()} elements differ; first at {idx}",
                        {**ev, "index": idx, "got": c[idx].item(), "expected": e[idx].item(), "n_bad": int((~same).sum())})
-    c64, e64 = c.to(torch.float64), e.to(torch.float64)
-    for name, fn in (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf)):
-        mc, me = fn(c64), fn(e64)
-        if not torch.equal(mc, me):
-            diff = (mc != me).reshape(-1).nonzero()
-            idx = _unravel(int(diff[0]), e.shape)
-            return Verdict(Reason.NONFINITE_MISMATCH,
-                           f"{where}: {name} positions differ at {len(diff)} elements; first at {idx} "
-                           f"(got {c64[idx].item()}, expected {e64[idx].item()})",
-                           {**ev, "index": idx, "got": c64[idx].item(), "expected": e64[idx].item(), "n_bad": len(diff)})
-    finite = torch.isfinite(e64)
-    if not bool(finite.any()):
+    return _compare_floats(c, e, n, where, want_dtype, rounding, floor)
+
+
+def _blocks(device: Any, *tensors: Any) -> Any:
+    """(start, each tensor's block as float64 on ``device``) over the flattened tensors, ``ROUNDING_BLOCK``
+    elements at a time: no full-size float64 copy or masked copy of a large output is ever made."""
+    import torch
+
+    flat = [t.detach().reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), ROUNDING_BLOCK):
+        yield start, [f[start:start + ROUNDING_BLOCK].to(device=device, dtype=torch.float64) for f in flat]
+
+
+def _first(counts: list[Any], firsts: list[Any], starts: list[int]) -> tuple[int, int]:
+    """(how many, flat index of the first) from per-block counts and first positions."""
+    import torch
+
+    total = torch.stack(counts)
+    block = int((total > 0).int().argmax())
+    return int(total.sum()), starts[block] + int(firsts[block])
+
+
+def _compare_floats(c: Any, e: Any, n: Any, where: str, want_dtype: Any, rounding: float,
+                    floor: float) -> Verdict | None:
+    """Floating-point outputs, in two passes over blocks: non-finite positions and the scales (the rms of the
+    expected output, the reference's own error), then each element against its bound."""
+    import torch
+
+    ev: dict[str, Any] = {"where": where}
+    if not e.numel():
         return None
-    cf, ef = c64[finite], e64[finite]
-    rms = _rms(ef)
+    native = n if n is not None and n.shape == e.shape else None  # its own rounding widens the slack
+    names = (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf))
+    differ: dict[str, tuple[list[Any], list[Any]]] = {name: ([], []) for name, _ in names}
+    starts: list[int] = []
+    zero = torch.zeros((), dtype=torch.float64, device=e.device)
+    finite_count, squares, native_squares, native_err = zero.clone(), zero.clone(), zero.clone(), zero.clone()
+    for start, (cb, eb, *nb) in _blocks(e.device, c, e, *([native] if native is not None else [])):
+        starts.append(start)
+        for name, fn in names:
+            diff = fn(cb) != fn(eb)
+            differ[name][0].append(diff.sum())
+            differ[name][1].append(diff.int().argmax())
+        finite = torch.isfinite(eb)
+        finite_count += finite.sum()
+        squares += torch.where(finite, eb * eb, 0.0).sum()
+        if nb:
+            native_squares += torch.where(finite, nb[0] * nb[0], 0.0).sum()
+            native_err = torch.maximum(native_err, torch.where(finite, (nb[0] - eb).abs(), 0.0).max())
+    for name, _ in names:
+        count, flat = _first(*differ[name], starts)
+        if count:
+            idx = _unravel(flat, e.shape)
+            got, want = float(c[idx]), float(e[idx])
+            return Verdict(Reason.NONFINITE_MISMATCH,
+                           f"{where}: {name} positions differ at {count} elements; first at {idx} "
+                           f"(got {got}, expected {want})",
+                           {**ev, "index": idx, "got": got, "expected": want, "n_bad": count})
+    count = int(finite_count)
+    if not count:
+        return None
+    rms = float((squares / count).sqrt())
     rtol = RTOL.get(str(want_dtype).removeprefix("torch."), DEFAULT_RTOL)
     slack = rounding_slack(rms, rounding, against_native=n is None, floor=floor)
-    if n is not None and n.shape == e.shape:
-        nf = n.to(torch.float64)[finite]
-        slack = max(rounding_slack(_rms(nf), rounding), ROUNDING_FACTOR * float((nf - ef).abs().max()))
-    err = (cf - ef).abs()
-    bound = rtol * (ef.abs() + rms) + slack
-    bad = err > bound
-    if not bool(bad.any()):
+    if native is not None:
+        slack = max(rounding_slack(float((native_squares / count).sqrt()), rounding), ROUNDING_FACTOR * float(native_err))
+    n_bad, max_abs, max_rel, worst, worst_at = zero.clone(), zero.clone(), zero.clone(), [], []
+    for _, (cb, eb) in _blocks(e.device, c, e):
+        finite = torch.isfinite(eb)
+        err = torch.where(finite, (cb - eb).abs(), 0.0)
+        scale = eb.abs() + rms
+        bound = rtol * scale + slack
+        n_bad += (err > bound).sum()
+        max_abs = torch.maximum(max_abs, err.max())
+        max_rel = torch.maximum(max_rel, torch.where(finite, err / scale, 0.0).max())
+        ratio = torch.where(finite, err / bound, 0.0)
+        worst.append(ratio.max())
+        worst_at.append(ratio.argmax())
+    if not int(n_bad):
         return None
-    ratio = err / bound
-    worst_flat = int(ratio.argmax())
-    idx = _unravel(int(finite.reshape(-1).nonzero()[worst_flat]), e.shape)
+    block = int(torch.stack(worst).argmax())
+    idx = _unravel(starts[block] + int(worst_at[block]), e.shape)
     evidence = {
-        **ev, "index": idx, "got": c64[idx].item(), "expected": e64[idx].item(),
-        "max_abs_err": float(err.max()), "max_rel_err": float((err / (ef.abs() + rms)).max()),
-        "n_bad": int(bad.sum()), "numel": e.numel(), "rtol": rtol, "rms": rms, "slack": slack,
+        **ev, "index": idx, "got": float(c[idx]), "expected": float(e[idx]),
+        "max_abs_err": float(max_abs), "max_rel_err": float(max_rel),
+        "n_bad": int(n_bad), "numel": e.numel(), "rtol": rtol, "rms": rms, "slack": slack,
     }
     # Errors between float32 tolerance and a few bf16 ulps: the signature of reduced-precision math.
     reason = Reason.PRECISION_LOSS if want_dtype == torch.float32 and evidence["max_rel_err"] <= PRECISION_LOSS_BAND else Reason.WRONG_OUTPUT
     return Verdict(reason,
-                   f"{where}: {int(bad.sum())} of {e.numel()} elements beyond tolerance; worst at {idx}: "
+                   f"{where}: {evidence['n_bad']} of {e.numel()} elements beyond tolerance; worst at {idx}: "
                    f"got {evidence['got']:.6g}, expected {evidence['expected']:.6g} "
                    f"(max abs err {evidence['max_abs_err']:.3g}, max rel err {evidence['max_rel_err']:.3g}, rtol {rtol:g})",
                    evidence)

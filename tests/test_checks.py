@@ -15,6 +15,7 @@ from hypothesis import find
 
 from pytest_cudal1 import compare as compare_module
 from pytest_cudal1.compare import absolute_rounding, compare, relative_rounding
+from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import FAMILIES, SCALES, Recipe, draw_inputs, recipe_strategy
 from pytest_cudal1.timing import fingerprints_match
 from pytest_cudal1.workers.guards import fingerprint, fingerprints, sampled_elements
@@ -246,3 +247,28 @@ def test_the_references_rounding_measured_in_blocks_is_the_whole_tensors(monkeyp
         assert absolute_rounding(native, expected) == pytest.approx(err, rel=1e-12)
         assert relative_rounding(native, expected) == pytest.approx(err / rms, rel=1e-12)
     assert absolute_rounding(torch.full((3,), float("nan")), torch.zeros(3, dtype=torch.float64)) == 0.0
+
+
+def test_a_comparison_in_blocks_finds_what_one_over_the_whole_tensor_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Non-finite positions, the worst element and the counts come out the same whether the output is read in
+    one block or in blocks that split its rows (``compare._blocks``)."""
+    torch.manual_seed(1)
+    expected = torch.randn(6, 11, dtype=torch.float64)
+    native = expected.float()
+    wrong = native.clone()
+    wrong[5, 9] += 1.0  # in the last block of 7
+    wrong[2, 3] += 0.5
+    nan = native.clone()
+    nan[3, 1] = float("nan")
+    verdicts = {}
+    for block in (7, 1 << 22):
+        monkeypatch.setattr(compare_module, "ROUNDING_BLOCK", block)
+        verdicts[block] = [compare(c, expected, native, rounding=1e-7) for c in (native, wrong, nan)]
+    small, whole = verdicts[7], verdicts[1 << 22]
+    assert small[0] is None and whole[0] is None
+    assert small[1].reason is whole[1].reason is Reason.WRONG_OUTPUT
+    assert small[1].evidence["index"] == whole[1].evidence["index"] == (5, 9)
+    assert small[1].evidence["n_bad"] == whole[1].evidence["n_bad"] == 2
+    assert small[1].evidence["max_abs_err"] == pytest.approx(whole[1].evidence["max_abs_err"])
+    assert small[2].reason is whole[2].reason is Reason.NONFINITE_MISMATCH
+    assert small[2].evidence["index"] == whole[2].evidence["index"] == (3, 1)
