@@ -80,7 +80,10 @@ for phase in "$@"; do
         release)
             python3 -m pytest "${common[@]}" --cudal1-candidates="${RELEASE_FILE:-.device/a100.jsonl}" -k "${RELEASE_SELECT:-L}" \
                 --cudal1-time-budget="${KB_BUDGET:-2}" ${RELEASE_ARGS:-} --cudal1-ledger="$stage/a100-ledger.jsonl" \
-                --cudal1-html="$stage/a100-report.html" -rA >>"$stage/release.log" 2>&1 ;;
+                --cudal1-html="$stage/a100-report.html" -rA >>"$stage/release.log" 2>&1
+            # When each build's files were written (a .so newer than its ok.json was built again by the worker).
+            find /tmp/cudal1-cache/builds \( -name ok.json -o -name "*.so" -o -name build.ninja \) \
+                -printf '%T@ %p\n' 2>/dev/null | sort -k2 >"$stage/release-build-files.txt" ;;
         cheats)
             python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \
                 --cudal1-ledger="$stage/release-ledger.jsonl" >"$stage/release.log" 2>&1 ;;
