@@ -153,7 +153,7 @@ class Judge:
         finally:
             worker.close()
             self.prefetch(upcoming)  # the item ended before its reference was up: start them now
-            self.spares.to_device()
+            self.spares.to_device()  # an item that ended before timing asks for it here
         record.global_flags_set = sorted(screen.accepted)
         record.reward_measure = self.cfg.speedup
         record.reward = reward_for(record.verdict, measured(record, self.cfg.speedup))
@@ -210,6 +210,9 @@ class Judge:
             else:
                 record.call_timing = call_measure_on_cpu(record.timing)
             phase("timing")
+            # Nothing is timed from here on: the next item's workers take their device part (CUDA context, the
+            # reference's models and rounding) while this one's kernels are listed and its workers close.
+            self.spares.to_device()
             record.peak_memory_bytes = worker.request("peak_memory", None, cfg.call_timeout)
             record.kernels = worker.request("profile", None, cfg.call_timeout) if cfg.list_kernels else []
             phase("profile")
