@@ -101,6 +101,19 @@ def test_markers_select_levels_and_backends(pytester: pytest.Pytester, mixed) ->
         assert collected(result) == want, expr
 
 
+def test_on_a_gpu_machine_tasks_with_a_build_are_judged_last(pytester: pytest.Pytester, mixed,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their builds run while the others are judged; a task's candidates stay together. A CPU machine keeps
+    the listed order (its timing waits for every build anyway). The GPU is a stand-in: NVML's answer."""
+    from pytest_cudal1 import environment
+
+    listed = collected(pytester.runpytest(*mixed_args(mixed), "--collect-only", "-q"))
+    assert [i.split("::")[0] for i in listed] == ["L1/1_relu", "L1/1_relu", "L1/2_double", "L2/1_fused", "L2/1_fused"]
+    monkeypatch.setattr(environment, "gpu_facts", lambda index=None: {"gpu": "NVIDIA H200"})
+    on_gpu = collected(pytester.runpytest(*mixed_args(mixed), "--collect-only", "-q"))
+    assert on_gpu == [i for i in listed if not i.startswith("L1/1_relu")] + [i for i in listed if i.startswith("L1/1_relu")]
+
+
 def test_markers_are_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.judged:*", "@pytest.mark.level1:*", "@pytest.mark.backend_torch:*",
