@@ -14,6 +14,9 @@
 # release: CUDA-L1's A100 release (.device/a100.jsonl, copied from ../shared/cudal1) re-judged, RELEASE_SELECT a -k
 # expression (e.g. "L1" for level 1), RELEASE_FILE a part of it (records with "name": "line<N>", N their line in
 # a100.jsonl, so parts judged in several calls keep one naming), RELEASE_ARGS more options; appends to a100-ledger.jsonl.
+# optimize: `pytest --cudal1-optimize` with the built-in policy over .device/kb_optimize.jsonl (made by
+# benchmarks/select_tasks.py from benchmarks/gpu_optimize_tasks.txt), OPT_SELECT a -k expression, OPT_ARGS more
+# options (e.g. --cudal1-import=LEDGER of a re-judged release); ledger, exemplar database, output folder and report.
 # train: benchmarks/train_smoke.py (a tiny model trained on the judge's GPU rewards for KernelBench L2/12, read
 # from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
 # throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs
@@ -84,6 +87,11 @@ for phase in "$@"; do
             # When each build's files were written (a .so newer than its ok.json was built again by the worker).
             find /tmp/cudal1-cache/builds \( -name ok.json -o -name "*.so" -o -name build.ninja \) \
                 -printf '%T@ %p\n' 2>/dev/null | sort -k2 >"$stage/release-build-files.txt" ;;
+        optimize)
+            python3 -m pytest "${common[@]}" --cudal1-optimize --cudal1-tasks=.device/kb_optimize.jsonl \
+                -k "${OPT_SELECT:-L}" --cudal1-time-budget="${KB_BUDGET:-2}" ${OPT_ARGS:-} \
+                --cudal1-ledger="$stage/optimize-ledger.jsonl" --cudal1-db="$stage/exemplars.sqlite" \
+                --cudal1-out="$stage/optimized" --cudal1-html="$stage/optimize-report.html" >>"$stage/optimize.log" 2>&1 ;;
         cheats)
             python3 -m pytest "${common[@]}" --cudal1-candidates=benchmarks/release/redteam_release.jsonl \
                 --cudal1-ledger="$stage/release-ledger.jsonl" >"$stage/release.log" 2>&1 ;;
