@@ -272,3 +272,21 @@ def test_a_comparison_in_blocks_finds_what_one_over_the_whole_tensor_finds(monke
     assert small[1].evidence["max_abs_err"] == pytest.approx(whole[1].evidence["max_abs_err"])
     assert small[2].reason is whole[2].reason is Reason.NONFINITE_MISMATCH
     assert small[2].evidence["index"] == whole[2].evidence["index"] == (3, 1)
+
+
+def test_a_digest_taken_in_blocks_is_the_whole_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of rows (``guards.DIGEST_BLOCK_ROWS``; a 6.4 GB output's float64 copy is never made) give the
+    figures of one pass over the output, up to summation order, and still see the order of its elements."""
+    from pytest_cudal1.workers import guards
+
+    torch.manual_seed(2)
+    x = torch.randn(5 * guards.PROJECTION_WIDTH + 123)
+    x[7], x[-1] = float("nan"), float("inf")
+    whole = fingerprint(x)
+    monkeypatch.setattr(guards, "DIGEST_BLOCK_ROWS", 2)
+    blocks = fingerprint(x)
+    assert blocks[0][0] == whole[0][0] == x.numel() and blocks[0][4] == whole[0][4] == 2  # numel, non-finite
+    assert blocks[0] == pytest.approx(whole[0], rel=1e-12, abs=1e-9)
+    shuffled = fingerprint(x[torch.randperm(x.numel())])
+    assert shuffled[0][1:4] == pytest.approx(blocks[0][1:4], rel=1e-9)  # the sums do not see order
+    assert shuffled[0][6:] != pytest.approx(blocks[0][6:], rel=1e-3)  # the projections do

@@ -88,6 +88,7 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 
 DIGEST_PROJECTIONS = 16
 PROJECTION_WIDTH = 4096
+DIGEST_BLOCK_ROWS = 1024  # rows of a digest's block: 4M elements
 _PROJECTION_SEED = 0xD16E57
 _projection_weights: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -119,34 +120,49 @@ def fingerprints(outs: list[Any]) -> list[list[list[float]]]:
     for out in outs:
         calls.append([])
         for t in tensors(out):
-            d = t.detach().reshape(-1).to(torch.float64)
             rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
-            sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
-            on_device = rows.setdefault(d.device, [])
-            calls[-1].append((float(d.numel()), rtol, d.device, len(on_device)))
-            on_device.append(torch.cat([sums, _projections(d)]))
+            on_device = rows.setdefault(t.device, [])
+            calls[-1].append((float(t.numel()), rtol, t.device, len(on_device)))
+            on_device.append(_digest(t))
     read = {device: torch.stack(digests).tolist() for device, digests in rows.items()}
     return [[[numel, *read[device][row][:4], rtol, *read[device][row][4:]] for numel, rtol, device, row in call]
             for call in calls]
 
 
-def _projections(d: torch.Tensor) -> torch.Tensor:
-    """sum_i w_i d_i over the finite d_i of each of ``DIGEST_PROJECTIONS`` classes of positions (i mod
-    the count), for fixed random weights w_i = U[row] V[col] with the output laid out in rows of
-    ``PROJECTION_WIDTH``: uncorrelated unit-variance weights from two small vectors, in a few elementwise
-    passes (no BLAS: on a busy CPU its thread barriers cost milliseconds a call)."""
-    n = d.numel()
-    if n == 0:
-        return torch.zeros(DIGEST_PROJECTIONS, dtype=torch.float64, device=d.device)
-    rows = -(-n // PROJECTION_WIDTH)
-    key = (str(d.device), rows)
+def _digest(t: torch.Tensor) -> torch.Tensor:
+    """One tensor's sums, non-finite count and projections (float64, on its device), ``DIGEST_BLOCK_ROWS``
+    rows at a time: no full-size float64 copy of a large output (25.6 GB of temporaries for a 6.4 GB one)."""
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    u, v = _weights(flat.device, -(-n // PROJECTION_WIDTH))
+    total = torch.zeros(4 + DIGEST_PROJECTIONS, dtype=torch.float64, device=flat.device)
+    step = DIGEST_BLOCK_ROWS * PROJECTION_WIDTH
+    for start in range(0, n, step):
+        d = flat[start:start + step].to(torch.float64)
+        sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
+        first = start // PROJECTION_WIDTH
+        total += torch.cat([sums, _projections(d, u[first:first + DIGEST_BLOCK_ROWS], v)])
+    return total
+
+
+def _weights(device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed random weights U (one per row) and V (one per column) of an output of ``rows`` rows."""
+    key = (str(device), rows)
     if key not in _projection_weights:
         gen = torch.Generator().manual_seed(_PROJECTION_SEED)
         v = torch.randn(PROJECTION_WIDTH, generator=gen, dtype=torch.float64)
         u = torch.randn(rows, 1, generator=gen, dtype=torch.float64)
-        _projection_weights[key] = (u.to(d.device), v.to(d.device))
-    u, v = _projection_weights[key]
-    x = torch.nn.functional.pad(d, (0, rows * PROJECTION_WIDTH - n)).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
+        _projection_weights[key] = (u.to(device), v.to(device))
+    return _projection_weights[key]
+
+
+def _projections(d: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """sum_i w_i d_i over the finite d_i of each of ``DIGEST_PROJECTIONS`` classes of positions (i mod
+    the count), for fixed random weights w_i = U[row] V[col] with the output laid out in rows of
+    ``PROJECTION_WIDTH``: uncorrelated unit-variance weights from two small vectors, in a few elementwise
+    passes (no BLAS: on a busy CPU its thread barriers cost milliseconds a call)."""
+    rows = -(-d.numel() // PROJECTION_WIDTH)
+    x = torch.nn.functional.pad(d, (0, rows * PROJECTION_WIDTH - d.numel())).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
     per_class = (x.view(rows, PROJECTION_WIDTH) * v).view(rows, -1, DIGEST_PROJECTIONS).sum(1)
     return (per_class * u).sum(0)
 
