@@ -124,6 +124,12 @@ def test_the_output_directory_rejudges_to_the_same_verdicts(optimized) -> None:
     assert again["speedup"] > 1.0
 
 
+def _exemplars(root: Path) -> int:
+    """Rows in the run's exemplar database, read while the run writes it (WAL: readers do not block it)."""
+    with ExemplarDB(root / "cache" / "exemplars.sqlite") as db:
+        return len(db.all())
+
+
 def test_a_killed_run_leaves_database_ledger_and_output_consistent_and_resumes(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     write_task(tasks, 1, "1_fused", FUSED)
@@ -136,12 +142,12 @@ def test_a_killed_run_leaves_database_ledger_and_output_consistent_and_resumes(t
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        # Kill in round 2 once its first answer is judged: between judgments, mid-round.
+        # Kill in round 2 as soon as its first answer is in the database (its ledger line comes first): between
+        # judgments, mid-round. A fixed wait here once let the next answer be judged too on a fast machine.
         while not (state.exists() and json.loads(state.read_text())["rounds_done"] == 1
-                   and len(read_ledger(tmp_path / "cudal1-ledger.jsonl")) >= 3):
+                   and len(read_ledger(tmp_path / "cudal1-ledger.jsonl")) >= 3 and _exemplars(tmp_path) >= 3):
             assert proc.poll() is None and time.monotonic() < deadline, "the run ended before round 2 was judged"
-            time.sleep(0.5)
-        time.sleep(2)
+            time.sleep(0.1)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
