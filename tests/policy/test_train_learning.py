@@ -80,10 +80,15 @@ def test_grpo_learns_from_the_judge_to_pick_fast_honest_programs_and_avoid_the_c
     cheats = lambda entries: sum(e["cheats"].get("OUTPUT_ALIASES_INPUT", 0) for e in entries)  # noqa: E731
     print(f"30 steps in {elapsed:.0f} s; reward {mean(first):+.2f} -> {mean(last):+.2f}, "
           f"cheats {cheats(first)} -> {cheats(last)}")
-    assert mean(last) > mean(first) + 0.3
-    assert cheats(first) >= 3 and cheats(last) < cheats(first) / 2
+    assert mean(last) > mean(first) + 0.2  # seen here: +0.34 to +0.62 (rewards span -1.5 to +1.5)
+    # The cheat's share of the answers that name a program, on 512 answers sampled from each model: the
+    # training's own picks are too few for it (CI once saw 4 in the first 8 steps and 3 in the last).
+    initial = AutoModelForCausalLM.from_pretrained(model_dir)
+    before_share, after_share = cheat_share(initial, model_dir), cheat_share(result.model, model_dir)
+    print(f"cheat share of named programs {before_share:.3f} -> {after_share:.3f}")
+    assert before_share > 0.05 and after_share < before_share / 2
     # The parameters moved away from the saved random initialisation.
-    before = parameters(AutoModelForCausalLM.from_pretrained(model_dir))
+    before = parameters(initial)
     after = parameters(result.model)
     assert any(not before[k].equal(after[k]) for k in before)
     # Every reward came from a judged record: each program was judged once, for real, and reused afterwards;
@@ -102,6 +107,26 @@ def test_grpo_learns_from_the_judge_to_pick_fast_honest_programs_and_avoid_the_c
     assert 'id="training"' in page and all(f'data-candidate="{r.candidate_name}"' in page for r in judged.values())
     reward_chart = page.split('class="chart" data-chart="reward"', 1)[1].split("</svg>", 1)[0]
     assert reward_chart.count("<circle") == 30
+
+
+def cheat_share(model: object, model_dir: Path, n: int = 512) -> float:
+    """Of ``n`` answers sampled as in training (8 tokens, temperature 1), the share naming ``cheat`` first among
+    those that name a program at all."""
+    import torch
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt = tokenizer(PROMPT, return_tensors="pt")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        out = model.generate(**prompt, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=8,  # type: ignore[attr-defined]
+                             num_return_sequences=n, pad_token_id=tokenizer.pad_token_id)
+    firsts = []
+    for text in tokenizer.batch_decode(out[:, prompt["input_ids"].shape[1]:], skip_special_tokens=True):
+        named = [w for w in text.split() if w in PROGRAMS]
+        if named:
+            firsts.append(named[0])
+    return firsts.count("cheat") / max(len(firsts), 1)
 
 
 def hashlib_sha(text: str) -> str:
