@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -132,6 +133,20 @@ class ExemplarDB:
             self.conn.close()
             raise
 
+    def _wal(self) -> None:
+        """WAL mode. Switching to it needs the file to itself, and SQLite answers "locked" at once, without
+        waiting, while another process creates the schema (CI: two writers opening a new file): retried until
+        the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def _check_or_create(self) -> None:
         """Refuse (and never write to) a file that is not this schema; create the schema in an empty one."""
         try:
@@ -144,7 +159,7 @@ class ExemplarDB:
         if not empty and version != SCHEMA_VERSION:
             what = "an unknown SQLite database" if version == 0 and tables else f"schema version {version}"
             raise ExemplarDBError(f"{self.path}: {what}, this code reads version {SCHEMA_VERSION}; left untouched")
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        self._wal()
         if empty:
             self.conn.execute("BEGIN IMMEDIATE")
             if self.conn.execute("PRAGMA user_version").fetchone()[0] == 0:  # another process may have won
