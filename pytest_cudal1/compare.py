@@ -42,7 +42,7 @@ RTOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2, "float64": 1e-9}
 DEFAULT_RTOL = 1e-4
 PRECISION_LOSS_BAND = 3e-2
 ROUNDING_FACTOR = 2.0  # a candidate may round twice as much as the reference does
-ROUNDING_BLOCK = 1 << 22  # elements per block of the rounding measure
+ROUNDING_BLOCK = 1 << 22  # elements per block of the rounding measure and the comparison (``_blocks``)
 
 
 # Timed inputs are the task's scaled by up to 1.5 per element (``timing_inputs.TimingInputs``): a bilinear op's
@@ -79,12 +79,9 @@ def _rounding(native: Any, expected: Any, relative: bool) -> float:
     if isinstance(native, torch.Tensor) and isinstance(expected, torch.Tensor):
         if not native.is_floating_point() or native.shape != expected.shape:
             return 0.0
-        n, e = native.detach().reshape(-1), expected.detach().reshape(-1)
-        err = torch.zeros((), dtype=torch.float64, device=n.device)
+        err = torch.zeros((), dtype=torch.float64, device=native.device)
         squares, count = err.clone(), err.clone()
-        for start in range(0, n.numel(), ROUNDING_BLOCK):
-            a = n[start:start + ROUNDING_BLOCK].to(torch.float64)
-            b = e[start:start + ROUNDING_BLOCK].to(device=a.device, dtype=torch.float64)
+        for _, (a, b) in _blocks(native.device, native, expected):
             finite = torch.isfinite(a) & torch.isfinite(b)
             err = torch.maximum(err, torch.where(finite, (a - b).abs(), 0.0).max())
             squares += torch.where(finite, a * a, 0.0).sum()
