@@ -13,7 +13,9 @@
 # REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
 # release: CUDA-L1's A100 release (.device/a100.jsonl, copied from ../shared/cudal1) re-judged, RELEASE_SELECT a -k
 # expression (e.g. "L1" for level 1), RELEASE_FILE a part of it (records with "name": "line<N>", N their line in
-# a100.jsonl, so parts judged in several calls keep one naming), RELEASE_ARGS more options; appends to a100-ledger.jsonl.
+# a100.jsonl, so parts judged in several calls keep one naming), RELEASE_SKIP ledgers whose records are left out,
+# RELEASE_TIMEOUT seconds before it is interrupted (the judged records kept), RELEASE_ARGS more options; appends to
+# a100-ledger.jsonl.
 # optimize: `pytest --cudal1-optimize` with the built-in policy over .device/kb_optimize.jsonl (made by
 # benchmarks/select_tasks.py from benchmarks/gpu_optimize_tasks.txt), OPT_SELECT a -k expression, OPT_ARGS more
 # options (e.g. --cudal1-import=LEDGER of a re-judged release); ledger, exemplar database, output folder and report.
@@ -81,12 +83,29 @@ for phase in "$@"; do
                 --cudal1-ledger="$stage/rewrites-ledger.jsonl" --cudal1-html="$stage/rewrites-report.html" \
                 >>"$stage/rewrites.log" 2>&1 ;;
         release)
-            python3 -m pytest "${common[@]}" --cudal1-candidates="${RELEASE_FILE:-.device/a100.jsonl}" -k "${RELEASE_SELECT:-L}" \
+            release="${RELEASE_FILE:-.device/a100.jsonl}"
+            if [ -n "${RELEASE_SKIP:-}" ]; then  # leave out the records these ledgers already judged
+                python3 - "$release" "$stage/release-todo.jsonl" $RELEASE_SKIP <<'PY'
+import json, sys
+done = {json.loads(line)["candidate_name"] for path in sys.argv[3:] for line in open(path) if line.strip()}
+with open(sys.argv[1]) as src, open(sys.argv[2], "w") as dst:
+    dst.writelines(line for line in src if json.loads(line).get("name") not in done)
+PY
+                release="$stage/release-todo.jsonl"
+            fi
+            # RELEASE_TIMEOUT: Ctrl-C after that many seconds; the records judged so far are kept (0: no limit).
+            timeout -s INT "${RELEASE_TIMEOUT:-0}" \
+            python3 -m pytest "${common[@]}" --cudal1-candidates="$release" -k "${RELEASE_SELECT:-L}" \
                 --cudal1-time-budget="${KB_BUDGET:-2}" ${RELEASE_ARGS:-} --cudal1-ledger="$stage/a100-ledger.jsonl" \
                 --cudal1-html="$stage/a100-report.html" -rA >>"$stage/release.log" 2>&1
             # When each build's files were written (a .so newer than its ok.json was built again by the worker).
             find /tmp/cudal1-cache/builds \( -name ok.json -o -name "*.so" -o -name build.ninja \) \
-                -printf '%T@ %p\n' 2>/dev/null | sort -k2 >"$stage/release-build-files.txt" ;;
+                -printf '%T@ %p\n' 2>/dev/null | sort -k2 >"$stage/release-build-files.txt"
+            # Which outputs ninja built, when and with which command hash (two lines for one output: built twice).
+            for log in /tmp/cudal1-cache/builds/*/torch_extensions/*/.ninja_log; do
+                [ -f "$log" ] && { echo "== $log"; cat "$log"; }
+            done >"$stage/release-ninja-logs.txt" 2>/dev/null
+            tar -C /tmp/cudal1-cache -czf "$stage/release-worker-logs.tar.gz" logs 2>/dev/null ;;
         optimize)
             python3 -m pytest "${common[@]}" --cudal1-optimize --cudal1-tasks=.device/kb_optimize.jsonl \
                 -k "${OPT_SELECT:-L}" --cudal1-time-budget="${KB_BUDGET:-2}" ${OPT_ARGS:-} \

@@ -396,7 +396,8 @@ class Judge:
         return None if bad is None else Verdict(Reason(bad["reason"]), bad["message"], bad["evidence"])
 
     def _with_memory(self, verdict: Verdict, reference: WorkerProcess, worker: WorkerProcess) -> Verdict:
-        """An OUT_OF_MEMORY verdict, with what the harness held and what the candidate asked for."""
+        """An OUT_OF_MEMORY verdict, with what the harness held and what the failing worker asked for; the
+        reference's own failure beside a candidate that kept to its headroom is a harness error instead."""
         if verdict.reason is not Reason.OUT_OF_MEMORY:
             return verdict
         held = {}
@@ -406,10 +407,18 @@ class Judge:
             except WorkerFailure:
                 held[role] = None
         asked = asked_bytes(verdict.message)
-        evidence = {**verdict.evidence, "harness_held": held, "candidate_asked_bytes": asked,
-                    "headroom_bytes": HEADROOM_FACTOR * self.references.call_peak}
-        return Verdict(verdict.reason, f"{verdict.message} | {memory_message(held, asked, evidence['headroom_bytes'])}",
-                       evidence)
+        headroom = HEADROOM_FACTOR * self.references.call_peak
+        asker = str(verdict.evidence.get("worker", "candidate"))
+        evidence = {**verdict.evidence, "harness_held": held, f"{asker}_asked_bytes": asked, "headroom_bytes": headroom}
+        message = f"{verdict.message} | {memory_message(held, asked, headroom, asker)}"
+        own = {role: h["held_bytes"] - h["timing_bytes"] for role, h in held.items() if h}
+        if asker == "reference" and len(own) == 2 and own["candidate"] <= own["reference"] + headroom:
+            # The reference failed beside a candidate holding no more than the reference does itself plus its
+            # headroom: the machine is too small for this task as judged, not the candidate's fault (the H200
+            # named an honest 6.4 GB graph wrapper OUT_OF_MEMORY so).
+            return Verdict(Reason.REFERENCE_TOO_LARGE, f"the reference ran out of memory beside a candidate within "
+                           f"its headroom: {message}", evidence)
+        return Verdict(verdict.reason, message, evidence)
 
     def _floor_ms(self, moved_bytes: int) -> float | None:
         """Bytes that must move (inputs read once, outputs written once) at peak bandwidth."""

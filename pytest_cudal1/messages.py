@@ -43,10 +43,13 @@ def asked_bytes(message: str) -> int | None:
     return int(m[1]) if m else None
 
 
-def memory_message(held: dict[str, dict[str, int] | None], asked: int | None, headroom: int) -> str:
-    """What the harness held when the candidate ran out of memory, and what the candidate asked for."""
+def memory_message(held: dict[str, dict[str, int] | None], asked: int | None, headroom: int,
+                   asker: str = "candidate") -> str:
+    """What the harness held when a worker (``asker``: the candidate's, or the reference's beside it) ran out of
+    memory, and what that worker asked for."""
     ref, cand = held.get("reference"), held.get("candidate")
-    parts = [f"the candidate asked for {gb(asked)}" if asked is not None else "the candidate's request size is unknown"]
+    who = "the candidate" if asker == "candidate" else "the reference"
+    parts = [f"{who} asked for {gb(asked)}" if asked is not None else f"{who}'s request size is unknown"]
     if ref is not None:
         parts.append(f"the harness's reference worker held {gb(ref['held_bytes'])} "
                      f"({gb(ref['timing_bytes'])} of it timing buffers)")

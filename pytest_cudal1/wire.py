@@ -14,6 +14,7 @@ torch is imported lazily: the plugin module imports this file at start-up.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import select
 import struct
@@ -22,6 +23,9 @@ from typing import Any
 
 MAX_HEADER = 64 * 1024 * 1024
 MAX_BUFFER = 64 * 1024**3
+LAZY_BUFFER = 1 << 20  # buffers from this size on are received into an anonymous mapping (``_read_exact``)
+# What a frame's tensor bytes may be: recv's buffers, and views of the host copies encode makes.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
 class ChannelClosed(Exception):
@@ -44,7 +48,7 @@ class Raw:
     the tensor bytes as they came: no copies into tensors on the controller.
     """
 
-    def __init__(self, tree: Any, buffers: list[bytes]) -> None:
+    def __init__(self, tree: Any, buffers: list[Buffer]) -> None:
         self.tree = tree
         self.buffers = buffers
 
@@ -62,7 +66,7 @@ class Unsupported:
 
 # ---------------------------------------------------------------- encoding ---
 
-def encode(value: Any, buffers: list[bytes]) -> Any:
+def encode(value: Any, buffers: list[Buffer]) -> Any:
     """Turn a value into a JSON tree, appending tensor bytes to ``buffers``."""
     import torch
 
@@ -87,7 +91,7 @@ def encode(value: Any, buffers: list[bytes]) -> Any:
     return {"unsupported": type(value).__qualname__}
 
 
-def _encode_tensor(t: Any, buffers: list[bytes]) -> dict[str, Any]:
+def _encode_tensor(t: Any, buffers: list[Buffer]) -> dict[str, Any]:
     import torch
 
     meta = {
@@ -99,8 +103,8 @@ def _encode_tensor(t: Any, buffers: list[bytes]) -> dict[str, Any]:
     host = t.detach().to("cpu").contiguous()
     if host.numel() == 0:
         buffers.append(b"")
-    else:
-        buffers.append(host.reshape(-1).view(torch.uint8).numpy().tobytes())
+    else:  # a view of the host copy, written straight to the pipe (a 6.4 GB output is copied no more)
+        buffers.append(memoryview(host.reshape(-1).view(torch.uint8).numpy()))
     return {"tensor": meta}
 
 
@@ -117,7 +121,7 @@ def _shift(tree: Any, offset: int) -> Any:
     return tree
 
 
-def decode(tree: Any, buffers: list[bytes], check_only: bool = False) -> Any:
+def decode(tree: Any, buffers: list[Buffer], check_only: bool = False) -> Any:
     """Inverse of ``encode``; tensors come back on the CPU, device kept in ``.wire_device``.
 
     ``check_only`` runs every check and builds nothing (for relayed frames).
@@ -150,7 +154,7 @@ def _dtype(name: Any) -> Any:
     return dtype
 
 
-def _decode_tensor(meta: dict[str, Any], buffers: list[bytes], check_only: bool = False) -> Any:
+def _decode_tensor(meta: dict[str, Any], buffers: list[Buffer], check_only: bool = False) -> Any:
     import torch
 
     dtype = _dtype(meta["dtype"])
@@ -172,7 +176,8 @@ def _decode_tensor(meta: dict[str, Any], buffers: list[bytes], check_only: bool 
     if count == 0:
         t = torch.empty(shape, dtype=dtype)
     else:
-        t = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
+        writable = raw if isinstance(raw, (bytearray, mmap.mmap)) else bytearray(raw)  # recv's already are
+        t = torch.frombuffer(writable, dtype=torch.uint8).view(dtype).reshape(shape)
     t.wire_device = str(meta.get("device", "cpu"))  # type: ignore[attr-defined]
     return t
 
@@ -187,7 +192,7 @@ class Channel:
         self.write_fd = write_fd
 
     def send(self, kind: str, body: Any = None) -> None:
-        buffers: list[bytes] = []
+        buffers: list[Buffer] = []
         header = json.dumps({"kind": kind, "body": encode(body, buffers), "nbuf": len(buffers)}).encode()
         parts = [struct.pack("<I", len(header)), header]
         for b in buffers:
@@ -229,18 +234,25 @@ class Channel:
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
             raise ProtocolError(f"malformed body: {type(exc).__name__}: {exc}") from None
 
-    def _read_exact(self, n: int, deadline: float | None) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < n:
+    def _read_exact(self, n: int, deadline: float | None) -> bytearray | mmap.mmap:
+        """``n`` bytes read straight into one buffer: no chunk list joined and copied again (the pipe
+        moved 0.35 GB/s that way, and a 6.4 GB tensor crosses several pipes per trial). A large buffer is an
+        anonymous mapping, backed only as bytes arrive: a length alone makes the controller hold nothing."""
+        try:
+            buf = bytearray(n) if n < LAZY_BUFFER else mmap.mmap(-1, n)
+        except (OSError, MemoryError, OverflowError):
+            raise ProtocolError(f"buffer of {n} bytes: no room to receive it") from None
+        view, got = memoryview(buf), 0
+        while got < n:
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([self.read_fd], [], [], left)[0]:
                     raise ChannelTimeout()
-            chunk = os.read(self.read_fd, min(n - len(chunks), 1 << 24))
-            if not chunk:
+            read = os.readv(self.read_fd, [view[got:]])
+            if not read:
                 raise ChannelClosed()
-            chunks += chunk
-        return bytes(chunks)
+            got += read
+        return buf
 
     def close(self) -> None:
         """Close both ends once; a second call must not close a reused fd number."""

@@ -21,6 +21,15 @@ from pytest_cudal1.workers.reference import NEED_PER_INPUT_BYTE, NEED_PER_OUTPUT
 from pytest_cudal1.workers.runtime import free_bytes, placements_fitting
 
 TOO_BIG = 1 << 42  # float32 elements: 17.6 TB, more than any machine here has
+# A reference that runs out of memory after its first 60 calls: the trials pass (a FAST run's reference makes
+# 180 calls in all), then it fails in timing, as the H200's did beside a 6.4 GB task's graph wrapper.
+REFERENCE_OOM_WHEN_TIMED = """
+Model.calls = getattr(Model, "calls", 0) + 1
+if Model.calls > 60:
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+return torch.relu(x)"""
+# A candidate that holds 1.6 GB it never needs: far more than the reference's worker holds plus its headroom.
+HOARDER = candidate_source(header="HOARD = torch.ones(400_000_000)")
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +43,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, dic
     write_candidate(cands, 1, "1_relu", "greedy", candidate_source(forward=f"return x + torch.empty({TOO_BIG}).sum() * 0"))
     write_candidate(cands, 1, "2_huge_inputs", "fast")
     write_candidate(cands, 1, "3_huge_temporary", "fast")
+    # The reference itself fails once timing is under way; each task has a source of its own, so each count is its
+    # own (two tasks of one source shared the count).
+    for pid, candidate in ((4, "fast"), (5, "hoarder")):
+        write_task(tasks, 1, f"{pid}_reference_oom_when_timed", task_source(forward=REFERENCE_OOM_WHEN_TIMED + f"  # {pid}"))
+        write_candidate(cands, 1, f"{pid}_reference_oom_when_timed", candidate,
+                        HOARDER if candidate == "hoarder" else None)
     ledger = root / "ledger.jsonl"
     result = run_pytest(root, *FAST, f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}", "-rfEs",
                         f"--cudal1-cache-dir={root / 'cache'}", f"--cudal1-ledger={ledger}")
@@ -68,6 +83,23 @@ def test_a_candidate_out_of_memory_says_what_the_harness_held_and_what_it_asked_
     assert "L1/1_relu::fast" in records  # the same task's other candidate is judged as usual
     failed = [x for x in result.stdout.lines if x.startswith("FAILED")]
     assert any("L1/1_relu::greedy" in x for x in failed) and not any("huge" in x for x in failed)
+
+
+def test_a_reference_out_of_memory_beside_a_modest_candidate_is_the_harness_error(run) -> None:
+    result, records = run
+    assert "L1/4_reference_oom_when_timed::fast" not in records  # skipped: no reward, nothing against it
+    line = next(x for x in result.stdout.lines if "L1/4_reference_oom_when_timed::fast" in x and "SKIPPED" in x)
+    assert "[REFERENCE_TOO_LARGE]" in line and "the reference ran out of memory beside a candidate within" in line
+    assert "the reference asked for 2.15 GB" in line
+
+
+def test_a_reference_out_of_memory_beside_a_hoarding_candidate_is_the_candidates(run) -> None:
+    _, records = run
+    verdict = records["L1/5_reference_oom_when_timed::hoarder"]["verdict"]
+    assert verdict["reason"] == "OUT_OF_MEMORY", verdict["message"]
+    assert "while timing" in verdict["message"] and "the reference asked for 2.15 GB" in verdict["message"]
+    held = verdict["evidence"]["harness_held"]
+    assert held["candidate"]["held_bytes"] - held["reference"]["held_bytes"] > 1_000_000_000  # the hoard
 
 
 def test_torchs_out_of_memory_messages_name_the_request() -> None:
@@ -173,7 +205,8 @@ return g.y.clone()
     ledger = tmp_path / "ledger.jsonl"
     result = run_pytest(tmp_path, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
                         f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
-                        f"--cudal1-cache-dir={tmp_path / 'cache'}", "--cudal1-time-budget=3")
+                        f"--cudal1-cache-dir={tmp_path / 'cache'}", "--cudal1-time-budget=3",
+                        timeout=560)  # 6.4 GB crosses the pipes ~27 times (inputs and outputs of each call)
     records = read_ledger(ledger)
     if not records:  # a skipped item leaves no ledger line: its SKIPPED row says why, and who held the GPU
         rows = [line for line in result.outlines if "19_relu_big::graph_wrapper" in line]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import struct
 import threading
 from typing import Any
@@ -138,8 +139,8 @@ def test_nested_values_roundtrip(pipe) -> None:
 
 
 def test_noncontiguous_and_large_tensors(pipe) -> None:
-    base = torch.randn(300, 400)  # 480 kB: larger than a pipe's buffer
-    t = base.t()[::2]  # non-contiguous view
+    base = torch.randn(600, 800)  # 1.9 MB: larger than a pipe's buffer, received into a mapping
+    t = base.t()[::2]  # non-contiguous view, 0.96 MB: received into a bytearray
     got = roundtrip(*pipe, [t, base])
     assert torch.equal(got[0], t) and torch.equal(got[1], base)
     assert got[0].is_contiguous()
@@ -203,6 +204,16 @@ def test_frame_cut_short_is_channel_closed() -> None:
     whole = raw_frame({"kind": "ok", "body": None, "nbuf": 0})
     with pytest.raises(ChannelClosed):
         recv_raw(whole[:-3])
+
+
+def test_a_declared_length_alone_makes_the_receiver_hold_nothing() -> None:
+    """A worker that announces an 8 GiB buffer and sends 4 bytes of it: the controller's memory stays put
+    (the buffer is a mapping backed as bytes arrive), and the cut frame is ChannelClosed."""
+    frame = raw_frame({"kind": "ok", "nbuf": 1, "body": None}) + struct.pack("<Q", 8 << 30) + b"\0" * 4
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with pytest.raises(ChannelClosed):
+        recv_raw(frame)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024
 
 
 @pytest.mark.parametrize("data", [

@@ -166,7 +166,8 @@ class WorkerProcess:
             kind_ = str(payload.get("kind", "python"))
             reason = ERROR_KIND_REASONS.get(kind_, Reason.RUNTIME_ERROR)
             message = f"{payload.get('type', 'Error')}: {payload.get('message', '')}"
-            raise WorkerFailure(reason, message, {"traceback": payload.get("traceback", ""), "log_tail": self.log_tail()})
+            raise WorkerFailure(reason, message, {"traceback": payload.get("traceback", ""), "log_tail": self.log_tail(),
+                                                  "worker": self.role})
         self.kill()
         raise WorkerFailure(Reason.PROTOCOL_VIOLATION, f"unexpected reply {reply!r} to {kind!r}")
 
