@@ -273,25 +273,43 @@ with open({out!r}, "w") as _f:
 '''
 
 
-def test_both_workers_keep_freed_temporaries_instead_of_faulting_them_back(tmp_path: Path) -> None:
-    """glibc's dynamic thresholds would hand 24 MiB of temporaries back to the OS after every call here."""
+def _run_at_load_in_both_workers(tmp_path: Path, probe: str) -> dict[str, str]:
+    """``probe`` run as the reference worker's task source and as the candidate worker's candidate; what
+    each wrote to the file its ``{out!r}`` names."""
     from pytest_cudal1.workers.process import WorkerProcess
 
-    faults = {}
     for role in ("reference", "candidate"):
-        out = tmp_path / f"{role}.faults"
-        probe = ALLOCATOR_PROBE.format(out=str(out))
+        source = probe.format(out=str(tmp_path / f"{role}.out"))
         worker = WorkerProcess(role, tmp_path / f"{role}.log")
         try:
             if role == "reference":  # the task source runs at load
-                worker.request("load", {"source": probe + "\n" + task_source(), "origin": "probe.py", "seed": 1}, 120)
+                worker.request("load", {"source": source + "\n" + task_source(), "origin": "probe.py", "seed": 1}, 120)
             else:
-                path = write(tmp_path / "probe_candidate.py", probe)
+                path = write(tmp_path / "probe_candidate.py", source)
                 worker.request("load", {"path": str(path), "module_name": "probe_candidate"}, 120)
         finally:
             worker.close()
-        faults[role] = float(out.read_text())
+    return {role: (tmp_path / f"{role}.out").read_text() for role in ("reference", "candidate")}
+
+
+def test_both_workers_keep_freed_temporaries_instead_of_faulting_them_back(tmp_path: Path) -> None:
+    """glibc's dynamic thresholds would hand 24 MiB of temporaries back to the OS after every call here."""
+    faults = {role: float(n) for role, n in _run_at_load_in_both_workers(tmp_path, ALLOCATOR_PROBE).items()}
     assert faults["reference"] < 100 and faults["candidate"] < 100, faults  # 6144 pages a call when trimmed
+
+
+TF32_PROBE = """\
+import torch
+with open({out!r}, "w") as _f:
+    _f.write(f"{{torch.backends.cudnn.allow_tf32}} {{torch.backends.cuda.matmul.allow_tf32}}")
+"""
+
+
+def test_both_workers_run_float32_in_float32(tmp_path: Path) -> None:
+    """PyTorch's default lets cuDNN run float32 convolutions in TF32, so an exact rewrite of a convolution
+    failed or passed by which algorithm cuDNN picked: both workers turn it off before any task or candidate
+    code (a candidate that turns it on: the cheat case ``gs_cudnn_tf32_import``)."""
+    assert _run_at_load_in_both_workers(tmp_path, TF32_PROBE) == {"reference": "False False", "candidate": "False False"}
 
 
 # ---------------------------------------------------- 6. streams (GPU only) ---

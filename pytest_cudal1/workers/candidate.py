@@ -358,6 +358,7 @@ class CandidateWorker:
 
 
 def main() -> None:
+    runtime.float32_numerics()
     if sys.argv[1] == "--compile-only":
         compile_only(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
         return

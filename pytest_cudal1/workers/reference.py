@@ -423,6 +423,7 @@ def _to64(x: Any) -> Any:
 
 
 def main() -> None:
+    runtime.float32_numerics()
     worker = ReferenceWorker()
     runtime.serve({
         "ready": worker.ready,

@@ -116,6 +116,18 @@ def steady_allocator() -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
+def float32_numerics() -> None:
+    """Float32 work runs in float32: called first by both workers and by builds, before any task or candidate
+    code runs and before the candidate worker's baseline of the settings.
+
+    PyTorch's default lets cuDNN use TF32 for convolutions (not for matmuls), so whether a convolution lost
+    precision depended on the algorithm cuDNN picked: an exact conv3d -> conv2d rewrite (CUDA-L1's release,
+    L2) ran in TF32 against a 3-D reference cuDNN ran in float32, and failed. With it off everywhere, a
+    candidate that turns it on is seen changing a numeric setting (PRECISION_SETTING_MODIFIED)."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
 class WarmStart:
     """Start-up work that used to fall inside an item's own time, in two parts a spare worker does at
     different times (``spares.Spares``).

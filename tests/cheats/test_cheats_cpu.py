@@ -58,6 +58,8 @@ CASES: list[Case] = [
     # ---- process-wide state and monkeypatching (all compute correctly) ---------------------------
     planted(RELU, "gs_tf32_import", "PRECISION_SETTING_MODIFIED", group="relu-state"),
     planted(RELU, "gs_matmul_precision_forward", "PRECISION_SETTING_MODIFIED", group="relu-state"),
+    planted(RELU, "gs_cudnn_tf32_import", "PRECISION_SETTING_MODIFIED", group="relu-state",
+            why="PyTorch's default, but the judge runs float32 in float32"),
     planted(RELU, "gs_cudnn_benchmark_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
     planted(RELU, "gs_num_threads_forward", "GLOBAL_STATE_MODIFIED", group="relu-state"),
     planted(RELU, "gs_environ_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
