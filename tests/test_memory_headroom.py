@@ -214,3 +214,47 @@ return g.y.clone()
                     + _memory_holders() + "\n--- the run's output, last lines ---\n" + "\n".join(result.outlines[-60:]))
     verdict = records[0]["verdict"]
     assert verdict["reason"] == "OK", f"{verdict['message']}\n{verdict.get('evidence')}\n{result.stdout.str()}"
+
+
+# Writes the index of each output it returned once that output is freed (a finalizer, nothing held).
+FREED_PROBE = candidate_source(header="""
+import weakref
+
+CALLS = [0]
+
+
+def _freed(i):
+    with open({out!r}, "a") as f:
+        f.write(f"{{i}}\\n")
+""", forward="""
+out = torch.relu(x)
+weakref.finalize(out, _freed, CALLS[0])
+CALLS[0] += 1
+return out
+""")
+
+
+def test_the_trials_outputs_are_let_go_before_timing(tmp_path: Path) -> None:
+    """The candidate's worker holds its last trials' outputs (a replayed buffer among trials is caught so) and
+    lets them go when timing is prepared: on the H200 a 6.4 GB task's four filled the room its reference
+    needed while timed."""
+    import torch
+
+    from pytest_cudal1.workers.process import WorkerProcess
+
+    freed = tmp_path / "freed"
+    worker = WorkerProcess("candidate", tmp_path / "candidate.log")
+    try:
+        path = tmp_path / "probe_candidate.py"
+        path.write_text(FREED_PROBE.format(out=str(freed)))
+        worker.request("load", {"path": str(path), "module_name": "probe_candidate"}, 120)
+        worker.request("build", {"init_inputs": [], "seed": 1}, 120)
+        for _ in range(3):
+            worker.request("run", {"inputs": [torch.randn(4, 8)]}, 60)
+        held_in_trials = freed.read_text().split() if freed.exists() else []
+        worker.request("prepare_timing", {"inputs": [torch.randn(4, 8)]}, 60)
+        after = freed.read_text().split()
+    finally:
+        worker.close()
+    assert held_in_trials == [], "a trial's output was let go while trials still ran"
+    assert sorted(after) == ["0", "1", "2"], after
