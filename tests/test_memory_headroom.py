@@ -124,6 +124,9 @@ def test_placements_leave_the_candidates_headroom_and_shrink_to_one() -> None:
     assert placements_fitting(per, "cpu", 8, reserve=free - 3 * per) <= 3
     # ... placed for two workers (the reference places first, for the candidate too), half as many ...
     assert placements_fitting(per, "cpu", 8, reserve=free - 4 * per, copies=2) <= 2
+    # ... less what each worker holds beside its placements (the outputs of its last calls) ...
+    assert placements_fitting(per, "cpu", 8, reserve=free - 8 * per, copies=2) >= 3
+    assert placements_fitting(per, "cpu", 8, reserve=free - 8 * per, copies=2, beside=2 * per) <= 2
     # ... and never fewer than one: timing needs a placement.
     assert placements_fitting(per, "cpu", 8, reserve=2 * free) == 1
 
@@ -203,13 +206,13 @@ return g.y.clone()
 """)
     write_candidate(tmp_path / "cands", 1, "19_relu_big", "graph_wrapper", wrapper)
     ledger = tmp_path / "ledger.jsonl"
-    result = run_pytest(tmp_path, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
+    result = run_pytest(tmp_path, "-rs", "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
                         f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
                         f"--cudal1-cache-dir={tmp_path / 'cache'}", "--cudal1-time-budget=3",
                         timeout=560)  # 6.4 GB crosses the pipes ~27 times (inputs and outputs of each call)
     records = read_ledger(ledger)
     if not records:  # a skipped item leaves no ledger line: its SKIPPED row says why, and who held the GPU
-        rows = [line for line in result.outlines if "19_relu_big::graph_wrapper" in line]
+        rows = [line for line in result.outlines if "19_relu_big" in line and "graph_wrapper" in line]  # -rs: why
         pytest.fail("no ledger line; the run's lines naming the item:\n" + "\n".join(rows) + "\n"
                     + _memory_holders() + "\n--- the run's output, last lines ---\n" + "\n".join(result.outlines[-60:]))
     verdict = records[0]["verdict"]

@@ -253,6 +253,7 @@ class TimedLoop:
         self.pool_calls = 0
         self.turn = 0
         self.held_bytes = 0  # device memory the last ``place``/``capture`` took beyond the input sets
+        self.pass_bytes = 0  # the outputs of one eager placement's pass (``place``)
         if inputs.device.startswith("cuda"):  # both workers, before either sizes its placements
             _hand_back_cached()
 
@@ -377,31 +378,44 @@ class TimedLoop:
         ``cudaMalloc``. On the CPU only the input sets rotate.
         """
         # Earlier captures go first: their buffers are not timed any more (the ``call`` measure places after them).
-        self.graphs, self.pools, self.pool_calls, self.held_bytes = [], [], calls, 0
+        self.graphs, self.pools, self.pool_calls, self.held_bytes, self.pass_bytes = [], [], calls, 0, 0
         per_set = calls * self.inputs.set_bytes()
         if not self.inputs.device.startswith("cuda") or _MemPool is None or _use_mem_pool is None:
             self.pools = [None] * placements_fitting(per_set, self.inputs.device, most, reserve, copies)
             return len(self.pools)
         _hand_back_cached()
         reserved = _memory_reserved()
-        self.pools.append(self._warmed_pool(calls, 0))
-        wanted = placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most, reserve, copies)
-        self.pools += [self._warmed_pool(calls, k) for k in range(1, wanted)]
+        pool, self.pass_bytes = self._warmed_pool(calls, 0)
+        self.pools.append(pool)
+        # The outputs of the last HELD_CALLS calls are still held when a placement's pass comes round again, so
+        # its pool grows by them: room beside the placements (the H200 ran a 6.4 GB task's reference out of it).
+        wanted = placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most, reserve, copies,
+                                    beside=max(HELD_CALLS, calls) * self.pass_bytes // max(calls, 1))
+        self.pools += [self._warmed_pool(calls, k)[0] for k in range(1, wanted)]
         self.held_bytes = max(0, _memory_reserved() - reserved)
         return len(self.pools)
 
     def harness_bytes(self) -> int:
-        """What the timing buffers hold: the input sets and the last placements' or captures' memory."""
-        return len(self.inputs.sets) * self.inputs.set_bytes() + self.held_bytes
+        """What the timing buffers hold: the input sets, the last placements' or captures' memory and the
+        held outputs (``inspect``) that did not fit in it (each placement's pass left room for one pass's)."""
+        beyond = _storage_bytes(list(self.held)) - len(self.pools) * self.pass_bytes
+        return len(self.inputs.sets) * self.inputs.set_bytes() + self.held_bytes + max(0, beyond)
 
-    def _warmed_pool(self, calls: int, k: int) -> Any:
+    def _warmed_pool(self, calls: int, k: int) -> tuple[Any, int]:
+        """A placement's memory pool after one pass, and the bytes of that pass's outputs."""
         pool = _MemPool()
         with _use_mem_pool(pool):
             guards.poison(self.poison, self.inputs.device)  # its blocks are part of what a placement takes
-            for args in self.inputs.fixed(k, calls, first=k * calls):
-                self.call(args)
+            outs = [self.call(args) for args in self.inputs.fixed(k, calls, first=k * calls)]
         _cuda_synchronize()
-        return pool
+        return pool, _storage_bytes(outs)
+
+
+def _storage_bytes(outs: list[Any]) -> int:
+    """Bytes of the distinct storages the plain tensors of ``outs`` view (a lazy one is named by the checks)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in guards.tensors(outs) if type(t) is torch.Tensor}
+    return sum(storages.values())
 
 
 def _hand_back_cached() -> None:
@@ -429,7 +443,8 @@ def free_bytes(device: str) -> int:
         return 0
 
 
-def placements_fitting(per_placement: int, device: str, most: int, reserve: int = 0, copies: int = 1) -> int:
+def placements_fitting(per_placement: int, device: str, most: int, reserve: int = 0, copies: int = 1,
+                       beside: int = 0) -> int:
     """How many buffer placements of ``per_placement`` bytes (up to ``most``) the free memory allows.
 
     At most ``PLACEMENT_MEMORY_SHARE`` of the free memory, and never so many that less than ``reserve``
@@ -437,9 +452,10 @@ def placements_fitting(per_placement: int, device: str, most: int, reserve: int 
     itself and the candidate after it). ``reserve`` is the candidate's headroom: the harness shrinks its
     own buffers, down to one placement, before it squeezes the candidate (an honest CUDA-graph wrapper
     keeps a static copy of its inputs, and got OUT_OF_MEMORY beside eight placements on each side).
+    ``beside``: what each worker holds outside its placements while timed (held outputs, ``TimedLoop.place``).
     """
     free = free_bytes(device)
-    room = min(PLACEMENT_MEMORY_SHARE * free, (free - reserve) / max(copies, 1))
+    room = min(PLACEMENT_MEMORY_SHARE * free, (free - reserve) / max(copies, 1) - beside)
     return max(1, min(most, int(room / max(per_placement, 1))))
 
 
