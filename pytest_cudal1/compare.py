@@ -10,7 +10,7 @@ task's own dtype and ``rms(e)`` the root mean square of the finite reference
 values. The ``rms`` term keeps elements near zero (cancellation) from demanding
 impossible relative accuracy; the ``max|n - e|`` term grants a candidate twice
 the rounding error the reference itself makes in the task's dtype (deep
-reductions, TF32 convolutions the reference itself uses). ``rtol`` is 1e-4 for
+reductions; both workers run float32 in float32, cuDNN's TF32 off). ``rtol`` is 1e-4 for
 float32 (hundreds of ulps: reordered sums pass, while bf16 or TF32 arithmetic,
 errors near 4e-3 and 5e-4 of rms on zero-mean inputs, fails), 1e-2 for float16,
 2e-2 for bfloat16, 1e-9 for float64. Integer and boolean outputs must be exact.

@@ -122,7 +122,7 @@ def float32_numerics() -> None:
 
     PyTorch's default lets cuDNN use TF32 for convolutions (not for matmuls), so whether a convolution lost
     precision depended on the algorithm cuDNN picked: an exact conv3d -> conv2d rewrite (CUDA-L1's release,
-    L2) ran in TF32 against a 3-D reference cuDNN ran in float32, and failed. With it off everywhere, a
+    L1/59) ran in TF32 against a 3-D reference cuDNN ran in float32, and failed. With it off everywhere, a
     candidate that turns it on is seen changing a numeric setting (PRECISION_SETTING_MODIFIED)."""
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
