@@ -26,9 +26,9 @@
 # (split on spaces: e.g. "--records 6 --rollouts 2 --ours-args=--cudal1-trials=3"); results in throughput/.
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them;
 # nvidia-smi-trace.csv beside them has the card's clocks, power and temperatures every 200 ms.
-# Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed; benchmarks/make_device_dir.sh
-# rebuilds .device/ and .whl/) and,
-# for Numba, a numpy wheel the image's numba accepts in .whl/. Writes everything under $OUT.
+# Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and, for
+# Numba, a numpy wheel the image's numba accepts in .whl/; benchmarks/make_device_dir.sh rebuilds both folders.
+# Writes everything under $OUT.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
