@@ -248,7 +248,8 @@ def _compare_floats(c: Any, e: Any, n: Any, where: str, want_dtype: Any, roundin
     rtol = RTOL.get(str(want_dtype).removeprefix("torch."), DEFAULT_RTOL)
     slack = rounding_slack(rms, rounding, against_native=n is None, floor=floor)
     if native is not None:
-        slack = max(rounding_slack(float((native_squares / count).sqrt()), rounding), ROUNDING_FACTOR * float(native_err))
+        slack = max(rounding_slack(float((native_squares / count).sqrt()), rounding, floor=floor),
+                    ROUNDING_FACTOR * float(native_err))
     n_bad, max_abs, max_rel, worst, worst_at = zero.clone(), zero.clone(), zero.clone(), [], []
     for _, (cb, eb) in _blocks(e.device, c, e):
         finite = torch.isfinite(eb)

@@ -187,6 +187,17 @@ def test_rounding_measured_elsewhere_widens_a_quiet_draw() -> None:
     assert compare(candidate, e, native, rounding=3.0) is None  # 2 * 3.0 * rms(native) = 6e-9
 
 
+def test_a_trial_grants_the_absolute_rounding_seen_on_other_draws() -> None:
+    """An output that is rounding noise around zero: this draw's own noise is quiet (rms 1e-9), while other
+    draws' absolute rounding was 2e-8. A trial grants that floor as the timed calls do; the CI run of
+    d3f0271 rejected an honest group norm written out (L1/35 red-team task) whose noise was 4.8e-8."""
+    e = torch.zeros(16, dtype=torch.float64)
+    native = 1e-9 * torch.ones(16)
+    candidate = torch.full((16,), 3e-8)  # within 2 * 2e-8, thirty times this draw's noise
+    assert compare(candidate, e, native, rounding=1.0) is not None
+    assert compare(candidate, e, native, rounding=1.0, floor=2e-8) is None
+    assert compare(torch.full((16,), 5e-8), e, native, rounding=1.0, floor=2e-8) is not None
+
 def test_timed_checks_allow_for_the_rounding_the_native_reference_carries() -> None:
     native = 1e-9 * torch.ones(16)
     candidate = torch.full((16,), -4e-9)  # 5e-9 from the native reference: within 3 * 2.0 * 1e-9, not 2 *
