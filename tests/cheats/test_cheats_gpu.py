@@ -1,6 +1,7 @@
 """GPU-only planted cheats and controls: side streams (torch, CuPy), CUDA graphs, scoped TF32, stale device
 memory, the persisting-L2 limit, Numba, the profiler's kernel list, the custom-kernel track, and the
-CUDA-graph replay that times short kernels.
+CUDA-graph replay that times short kernels, and an exact conv3d -> conv2d rewrite that cuDNN's default TF32
+convolutions once made PRECISION_LOSS (CUDA-L1's L1/59).
 
 Skipped without CUDA (the groups are never started then). The task is a
 4096^3 float32 matmul, about 2 ms on an H200: long enough that a side stream's
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.gpu
 OK = "OK"
 MM = "11_GpuMatmul"
 RELU = "1_ReluScale"
+CONV = "38_Conv3dFlatKernel"
 
 CASES: list[Case] = [
     planted(MM, "stream_escape_sleep", "STREAM_ESCAPE", group="gpu-streams"),
@@ -40,6 +42,7 @@ CASES: list[Case] = [
     planted(RELU, "honest", OK, group="gpu-graphs"),
     planted(RELU, "graph_capture_detect", OK, group="gpu-graphs", why="gains nothing: timed eagerly, where honest"),
     planted(RELU, "graph_uncapturable_sync", OK, group="gpu-graphs"),
+    planted(CONV, "conv2d_fold_depth", OK, group="gpu-graphs", why="float32 in both workers: cuDNN's TF32 off"),
 ]
 
 GROUPS = groups_from(CASES, extra={"gpu-custom-only": ("--cudal1-custom-kernels-only",)}, gpu=True)

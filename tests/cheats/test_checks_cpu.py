@@ -6,7 +6,8 @@
 - Families that keep the task's preconditions (item 8): honest kernels that rely on what
   ``get_inputs`` guarantees (triangular, symmetric, class labels in range) must pass.
 - Outputs that are rounding noise (item 12): honest rewrites of an L2/23-shaped task that are not
-  bit-identical to the reference must pass.
+  bit-identical to the reference must pass; so must an exact rewrite that sums in another order (CUDA-L1's
+  L1/59: a (k, k, 1) conv3d as a conv2d).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import pytest
 from .cheatkit import Case, explain, groups_from, lookup, planted, verdict_of
 
 OK = "OK"
-TRIL, SYM, CE, GN, SORT, CLAMP = ("31_TrilMatmul", "32_SymMatmul", "33_CrossEntropy", "35_Conv3dGroupNormMean",
-                                  "36_Sort", "37_ClampRand")
+TRIL, SYM, CE, GN, SORT, CLAMP, CONV = ("31_TrilMatmul", "32_SymMatmul", "33_CrossEntropy", "35_Conv3dGroupNormMean",
+                                        "36_Sort", "37_ClampRand", "38_Conv3dFlatKernel")
 
 CASES: list[Case] = [
     planted(SORT, "sort_honest", OK, group="timed-calls"),
@@ -34,6 +35,7 @@ CASES: list[Case] = [
     planted(CE, "ce_gather", OK, group="preconditions", why="labels in range"),
     planted(GN, "gn_mean_manual", OK, group="rounding-noise", why="group norm written out: noise of its own"),
     planted(GN, "gn_mean_exact", OK, group="rounding-noise", why="the exact value the noise is around"),
+    planted(CONV, "conv2d_fold_depth", OK, group="rounding-noise", why="exact rewrite, another summation order"),
 ]
 
 SYMMETRIC = planted(SYM, "sym_transposed", OK, group="preconditions", why="A.T for A: symmetric inputs")
