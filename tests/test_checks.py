@@ -198,6 +198,7 @@ def test_a_trial_grants_the_absolute_rounding_seen_on_other_draws() -> None:
     assert compare(candidate, e, native, rounding=1.0, floor=2e-8) is None
     assert compare(torch.full((16,), 5e-8), e, native, rounding=1.0, floor=2e-8) is not None
 
+
 def test_timed_checks_allow_for_the_rounding_the_native_reference_carries() -> None:
     native = 1e-9 * torch.ones(16)
     candidate = torch.full((16,), -4e-9)  # 5e-9 from the native reference: within 3 * 2.0 * 1e-9, not 2 *
