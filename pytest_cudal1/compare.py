@@ -246,8 +246,9 @@ def _compare_floats(c: Any, e: Any, n: Any, where: str, want_dtype: Any, roundin
         return None
     rms = float((squares / count).sqrt())
     rtol = RTOL.get(str(want_dtype).removeprefix("torch."), DEFAULT_RTOL)
-    slack = rounding_slack(rms, rounding, against_native=n is None, floor=floor)
-    if native is not None:
+    if native is None:
+        slack = rounding_slack(rms, rounding, against_native=n is None, floor=floor)
+    else:
         slack = max(rounding_slack(float((native_squares / count).sqrt()), rounding, floor=floor),
                     ROUNDING_FACTOR * float(native_err))
     n_bad, max_abs, max_rel, worst, worst_at = zero.clone(), zero.clone(), zero.clone(), [], []
