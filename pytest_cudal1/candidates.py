@@ -154,7 +154,7 @@ def load_candidate_jsonl(path: Path, errors: list[LoadError]) -> list[Candidate]
             rec = json.loads(line)
             source = _first(rec, "custom_code", "code", "source")
             if not isinstance(source, str):
-                raise KeyError("custom_code")
+                raise ValueError("no code: custom_code, code and source are all missing or null")
             level = _first(rec, "level", "level_id")
             pid = _first(rec, "problem_id", "task_id")
             level = int(level) if level is not None else None

@@ -235,7 +235,7 @@ def test_candidate_jsonl_release_records_carry_their_own_task(tmp_path: Path) ->
     assert {e.origin: e.kind for e in errors} == {f"{path}:{n}": "candidate" for n in (4, 5, 6, 7)}
     messages = {e.origin: e.message for e in errors}
     assert "empty line" in messages[f"{path}:4"]
-    assert "malformed candidate record" in messages[f"{path}:5"]
+    assert "malformed candidate record" in messages[f"{path}:5"] and "no code" in messages[f"{path}:5"]
     assert "ref_code" in messages[f"{path}:6"] and "missing top-level" in messages[f"{path}:6"]
     assert "malformed candidate record" in messages[f"{path}:7"]
 

@@ -443,6 +443,12 @@ def settings() -> dict[str, Any]:
         "torch.get_default_dtype()": str(torch.get_default_dtype()),
         "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
         "torch.is_grad_enabled()": torch.is_grad_enabled(),
+        # TorchScript's fusers and optimizing executor: how every scripted function run later is compiled
+        # (CUDA-L1's L3/22 turns GPU fusion on at import).
+        "torch._C._jit_can_fuse_on_gpu()": torch._C._jit_can_fuse_on_gpu(),
+        "torch._C._jit_can_fuse_on_cpu()": torch._C._jit_can_fuse_on_cpu(),
+        "torch._C._jit_texpr_fuser_enabled()": torch._C._jit_texpr_fuser_enabled(),
+        "torch._C._get_graph_executor_optimize()": torch._C._get_graph_executor_optimize(),
     }
     for k, v in os.environ.items():
         if watched_env(k):

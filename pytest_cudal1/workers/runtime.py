@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import traceback
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -35,6 +36,7 @@ _Event = torch.cuda.Event
 _gpu_sleep = torch.cuda._sleep
 _graph_replay = torch.cuda.CUDAGraph.replay
 _memory_reserved = torch.cuda.memory_reserved
+_memory_allocated = torch.cuda.memory_allocated
 _empty_cache = torch.cuda.empty_cache
 _mem_get_info = torch.cuda.mem_get_info
 _MemPool = getattr(torch.cuda, "MemPool", None)  # torch >= 2.7
@@ -50,6 +52,9 @@ HOLD_CYCLES = 2_000_000
 # Outputs of at least this many calls (and of every call of the last sample) stay held, and none may share
 # storage with a new output: a candidate alternating two or three output buffers overwrites what it returned.
 HELD_CALLS = 4
+
+# Cached free device memory beyond this, outside the placements' pools, is handed back before an eager sample.
+STRANDED_CACHE_BYTES = 1 << 30
 
 # Buffer placements (``TimedLoop``; how many at most is the controller's ``TimingConfig.placements``) may
 # take this share of the free memory.
@@ -116,6 +121,58 @@ def steady_allocator() -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
+def close_failed_captures() -> None:
+    """Have a CUDA-graph capture that fails leave torch's allocator and default generator as it found them.
+
+    ``CUDAGraph.capture_begin`` routes the capturing stream's allocations to a pool before the capture starts,
+    and only a successful ``capture_end`` stops it. After a failed capture the allocator still counts it as
+    underway, and the next pool teardown (``~MemPool``: the timed loop drops a measure's placements) aborts
+    the process on ``captures_underway.empty()``. CUDA-L1's L2/73 captures its first call, whose cuDNN
+    convolution fails inside the capture in a fresh process; it falls back to eager calls, honestly, and its
+    worker crashed so. Installed by ``serve`` before any task or candidate code; the caller still gets the
+    capture's error, in every phase alike.
+    """
+    graph_type = torch.cuda.CUDAGraph
+    begin, end = graph_type.capture_begin, graph_type.capture_end
+    if getattr(end, "closes_failed_captures", False):
+        return
+    pools: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def capture_begin(self: Any, pool: Any = None, *args: Any, **kwargs: Any) -> None:
+        # Named here: torch tells a graph its own pool only after a successful capture.
+        pools[self] = torch.cuda.graph_pool_handle() if pool is None else pool
+        try:
+            begin(self, pools[self], *args, **kwargs)
+        except BaseException:
+            _undo_capture(pools.pop(self))
+            raise
+
+    def capture_end(self: Any) -> None:
+        try:
+            end(self)
+        except BaseException:
+            if self in pools:
+                _undo_capture(pools.pop(self))
+            raise
+
+    capture_end.closes_failed_captures = True  # type: ignore[attr-defined]
+    graph_type.capture_begin, graph_type.capture_end = capture_begin, capture_end
+
+
+def _undo_capture(pool: Any) -> None:
+    """What a successful ``capture_end`` and the graph's reset would have done for ``pool``: end the routing and
+    drop the capture's use of the pool (a reset releases only a capture that ended); free the generator."""
+    if not torch.cuda.is_initialized():
+        return
+    device = torch.cuda.current_device()
+    try:
+        torch._C._cuda_endAllocateToPool(device, pool)
+    except RuntimeError:  # not routed any more: nothing to undo
+        return
+    torch._C._cuda_releasePool(device, pool)
+    _free_default_generator()
+
+
 def float32_numerics() -> None:
     """Float32 work runs in float32: called first by both workers and by builds, before any task or candidate
     code runs and before the candidate worker's baseline of the settings.
@@ -174,6 +231,7 @@ def serve(handlers: dict[str, Handler]) -> None:
     """
     faulthandler.enable(all_threads=False)
     steady_allocator()
+    close_failed_captures()
     channel = Channel(int(sys.argv[1]), int(sys.argv[2]))
     while True:
         try:
@@ -330,7 +388,10 @@ class TimedLoop:
             raise RuntimeError(f"no eager placements for {calls} calls a sample (the controller asks for them first)")
         k = self.turn % len(self.pools)
         self.turn += 1
-        batches, pool = self.inputs.fixed(seed, calls, first=k * calls), self.pools[k]
+        pool = self.pools[k]
+        if pool is not None:
+            _hand_back_stranded()
+        batches = self.inputs.fixed(seed, calls, first=k * calls)
         with self._in(pool):
             guards.poison(self.poison, self.inputs.device)
 
@@ -403,10 +464,11 @@ class TimedLoop:
 
     def _warmed_pool(self, calls: int, k: int) -> tuple[Any, int]:
         """A placement's memory pool after one pass, and the bytes of that pass's outputs."""
+        sets = self.inputs.fixed(k, calls, first=k * calls)  # outside the pool: the sets outlive it
         pool = _MemPool()
         with _use_mem_pool(pool):
             guards.poison(self.poison, self.inputs.device)  # its blocks are part of what a placement takes
-            outs = [self.call(args) for args in self.inputs.fixed(k, calls, first=k * calls)]
+            outs = [self.call(args) for args in sets]
         _cuda_synchronize()
         return pool, _storage_bytes(outs)
 
@@ -424,6 +486,15 @@ def _hand_back_cached() -> None:
     graph wrapper while its own allocator held 17.9 GB and the candidate's worker 72 GB beyond timing buffers."""
     _cuda_synchronize()
     _empty_cache()
+
+
+def _hand_back_stranded() -> None:
+    """Cached blocks outside a placement's pool are of no use to the calls inside it, and torch's allocator frees
+    no cached block to retry an allocation while a pool is in use (that counts as a capture underway): on the
+    H200 the reference of a 6.4 GB task ran out of memory inside its placement beside five cached 6.4 GB blocks
+    (its timed inputs' refill temporaries). Checked before every eager sample, outside the timed region."""
+    if _memory_reserved() - _memory_allocated() > STRANDED_CACHE_BYTES:
+        _empty_cache()
 
 
 def free_bytes(device: str) -> int:

@@ -63,6 +63,7 @@ CASES: list[Case] = [
     planted(RELU, "gs_cudnn_benchmark_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
     planted(RELU, "gs_num_threads_forward", "GLOBAL_STATE_MODIFIED", group="relu-state"),
     planted(RELU, "gs_environ_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
+    planted(RELU, "gs_jit_fuser_import", "GLOBAL_STATE_MODIFIED", group="relu-state"),
     # ---- the same with the algorithm-selection flag cudnn.benchmark accepted (--cudal1-allow-global) -----
     planted(RELU, "gs_cudnn_benchmark_import", OK, group="relu-allow-global"),
     planted(RELU, "gs_tf32_import", "PRECISION_SETTING_MODIFIED", group="relu-allow-global",
