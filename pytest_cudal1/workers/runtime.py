@@ -267,7 +267,7 @@ class Flusher:
 
 
 def _free_default_generator() -> None:
-    """Give the default CUDA generator a fresh state after a failed capture.
+    """Give the default CUDA generator a fresh state after a failed capture (``_undo_capture``).
 
     A capture marks the default generator as capturing and only a successful end unmarks it;
     otherwise its next use fails ("Offset increment outside graph capture encountered
@@ -365,12 +365,11 @@ class TimedLoop:
             try:
                 outs = [self.call(args) for args in sets]
             except BaseException:
-                try:
-                    graph.capture_end()  # ends the (invalidated) capture; its own error says less
+                try:  # ends the (invalidated) capture, and ``close_failed_captures`` what it left; its error says less
+                    graph.capture_end()
                 except RuntimeError:
                     pass
                 graph.reset()
-                _free_default_generator()
                 raise
             graph.capture_end()
         return graph, outs
