@@ -68,6 +68,12 @@ class Candidate:
         return detect_backend(self.source)
 
 
+def _gpu_keywords(call: ast.Call) -> set[str]:
+    """The keywords of an extension call, less ``with_cuda`` when it is a literal False or None."""
+    return {k.arg for k in call.keywords if k.arg and not (
+        k.arg == "with_cuda" and isinstance(k.value, ast.Constant) and not k.value.value)}
+
+
 def detect_backend(source: str) -> str:
     """Name the candidate's kernel technology from its imports and calls (never runs it)."""
     try:
@@ -87,9 +93,9 @@ def detect_backend(source: str) -> str:
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
             if name in ("load_inline", "load"):
-                calls.setdefault(name, set()).update(k.arg for k in node.keywords if k.arg)
-    if "load_inline" in calls:
-        return "cuda" if "cuda_sources" in calls["load_inline"] else "cpp"
+                calls.setdefault(name, set()).update(_gpu_keywords(node))
+    if "load_inline" in calls:  # CUDA sources, or CUDA code passed as C++ sources with with_cuda=True
+        return "cuda" if calls["load_inline"] & {"cuda_sources", "with_cuda"} else "cpp"
     if "load" in calls and "cpp_extension" in modules:
         return "cuda"
     for backend in ("triton", "cupy", "numba"):
@@ -131,6 +137,9 @@ def load_candidate_dir(root: Path, errors: list[LoadError]) -> list[Candidate]:
     return found
 
 
+NO_CODE = ("", "None")  # CUDA-L1's release writes "None" where it has no kernel
+
+
 def _first(rec: dict[str, Any], *keys: str) -> Any:
     for k in keys:
         if rec.get(k) is not None:
@@ -153,8 +162,8 @@ def load_candidate_jsonl(path: Path, errors: list[LoadError]) -> list[Candidate]
         try:
             rec = json.loads(line)
             source = _first(rec, "custom_code", "code", "source")
-            if not isinstance(source, str):
-                raise ValueError("no code: custom_code, code and source are all missing or null")
+            if not isinstance(source, str) or source.strip() in NO_CODE:
+                raise ValueError('no code: custom_code, code and source are all missing, null, empty or "None"')
             level = _first(rec, "level", "level_id")
             pid = _first(rec, "problem_id", "task_id")
             level = int(level) if level is not None else None

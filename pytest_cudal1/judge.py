@@ -140,7 +140,7 @@ class Judge:
                 phase("reference_start")
             except WorkerFailure as exc:
                 self.references.close_current()
-                if exc.reason is Reason.REFERENCE_TOO_LARGE:  # a harness error: no reward, not the candidate's
+                if not exc.reason.judged:  # a harness error (memory, a stateful task): no reward, not the candidate's
                     record.verdict = Verdict(exc.reason, exc.message, exc.evidence)
                     return record
                 reason = Reason.BAD_TASK if exc.reason in (Reason.SYNTAX_ERROR, Reason.RUNTIME_ERROR) else Reason.REFERENCE_ERROR

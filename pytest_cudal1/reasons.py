@@ -75,6 +75,9 @@ class Reason(str, enum.Enum):
     BACKEND_UNAVAILABLE = ("BACKEND_UNAVAILABLE", "the candidate's backend cannot run on this machine (skipped)")
     REFERENCE_TOO_LARGE = ("REFERENCE_TOO_LARGE", "the task's reference needs more memory than this machine has: "
                            "a harness error, not the candidate's (skipped, no reward)")
+    STATEFUL_REFERENCE = ("STATEFUL_REFERENCE", "the task's reference answers the same inputs differently on consecutive "
+                          "calls (it keeps state between calls), so no call can be compared: not the candidate's "
+                          "(skipped, no reward)")
 
     @property
     def passed(self) -> bool:
@@ -83,7 +86,10 @@ class Reason(str, enum.Enum):
     @property
     def judged(self) -> bool:
         """False for the codes of pairs this machine could not judge: skipped, no reward, never the candidate's."""
-        return self not in (Reason.BACKEND_UNAVAILABLE, Reason.REFERENCE_TOO_LARGE)
+        return self.value not in NOT_JUDGED
+
+
+NOT_JUDGED = ("BACKEND_UNAVAILABLE", "REFERENCE_TOO_LARGE", "STATEFUL_REFERENCE")  # skipped: no ledger line, no reward
 
 
 def describe(code: str) -> str:

@@ -105,6 +105,10 @@ class ReferencePool:
                                     self.cfg.call_timeout * 4)
         if not probe["fits"]:
             raise WorkerFailure(Reason.REFERENCE_TOO_LARGE, too_large_message(task, probe), probe)
+        if probe["stateful"]:
+            raise WorkerFailure(Reason.STATEFUL_REFERENCE, f"{task.id}: two calls of its Model on the same inputs, one "
+                                f"after the other, differ by {probe['history_change']:.3g} of the output's largest "
+                                "element: it keeps state between calls", probe)
         self.call_peak = int(probe["call_peak_bytes"])
         return self.worker
 

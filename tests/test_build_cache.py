@@ -7,6 +7,8 @@ directory so a build is paid once. Deselect with ``-m "not slow"``.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,31 @@ def test_second_run_reuses_the_build(two_runs) -> None:
 def test_second_run_reports_the_build_as_cached(two_runs) -> None:
     first_rec, second_rec = two_runs["records"]
     assert second_rec["compile_s"] < 0.25 * first_rec["compile_s"]
+
+
+KILLED_MID_BUILD = """
+import os, sys
+from pytest_cudal1.workers import build_locks
+build_locks.install()
+from torch.utils.file_baton import FileBaton
+os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+assert FileBaton(sys.argv[1]).try_acquire()
+os._exit(9)  # dies holding the lock, as a worker killed during its compile does
+"""
+
+
+def test_a_build_lock_left_by_a_killed_process_does_not_block_the_next_build(tmp_path: Path) -> None:
+    tasks, cands, cache = tmp_path / "tasks", tmp_path / "cands", tmp_path / "cache"
+    write_task(tasks, 1, "1_relu")
+    cand = write_candidate(cands, 1, "1_relu", "cpp_relu", CPP_RELU)
+    sha = hashlib.sha256(cand.read_text().encode()).hexdigest()
+    lock = cache / "builds" / sha / "torch_extensions" / "cudal1_tests_tiny_relu" / "lock"
+    subprocess.run([sys.executable, "-c", KILLED_MID_BUILD, str(lock)], timeout=120)
+    assert lock.is_file()
+    ledger = tmp_path / "ledger.jsonl"
+    run = run_pytest(tmp_path, *FAST, "--cudal1-call-timeout=60", "--cudal1-compile-timeout=240",
+                     f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}", f"--cudal1-cache-dir={cache}",
+                     f"--cudal1-ledger={ledger}", timeout=550)
+    assert run.ret == 0, "\n".join(run.outlines[-40:])
+    (rec,) = read_ledger(ledger)
+    assert rec["verdict"]["reason"] == "OK" and rec["compile_s"] > 1.0  # built, not waited out

@@ -222,6 +222,8 @@ def test_candidate_jsonl_release_records_carry_their_own_task(tmp_path: Path) ->
         {"level": 1, "problem_id": 6},                                      # no code at all
         {"level_id": 1, "task_id": 7, "custom_code": candidate_source(), "ref_code": "x = 1\n"},  # bad ref
         "{oops",
+        {"level_id": 1, "task_id": 80, "custom_code": "None", "ref_code": ref},  # CUDA-L1's placeholder
+        {"level_id": 1, "task_id": 81, "custom_code": "  \n", "ref_code": ref},
     ])
     cands, errors = load_candidates(path)
 
@@ -232,12 +234,13 @@ def test_candidate_jsonl_release_records_carry_their_own_task(tmp_path: Path) ->
     assert (release.task.level, release.task.problem_id, release.task.name) == (1, 23, "23_Tanh")
     assert release.task.source == ref
     assert cands[1].task is None
-    assert {e.origin: e.kind for e in errors} == {f"{path}:{n}": "candidate" for n in (4, 5, 6, 7)}
+    assert {e.origin: e.kind for e in errors} == {f"{path}:{n}": "candidate" for n in (4, 5, 6, 7, 8, 9)}
     messages = {e.origin: e.message for e in errors}
     assert "empty line" in messages[f"{path}:4"]
     assert "malformed candidate record" in messages[f"{path}:5"] and "no code" in messages[f"{path}:5"]
     assert "ref_code" in messages[f"{path}:6"] and "missing top-level" in messages[f"{path}:6"]
     assert "malformed candidate record" in messages[f"{path}:7"]
+    assert all("no code" in messages[f"{path}:{n}"] for n in (8, 9))
 
     # a release record is judged against its own reference even with no task set at all
     pairs, unmatched = pair([], cands)
@@ -276,6 +279,11 @@ def test_pairing_by_level_and_problem(tmp_path: Path) -> None:
      "m = load_inline(name='x', cpp_sources='...', functions=['f'])\n", "cpp"),
     ("import torch.utils.cpp_extension as ce\n"
      "m = ce.load_inline(name='x', cpp_sources='', cuda_sources='__global__ void k(){}', functions=['f'])\n", "cuda"),
+    # CUDA-L1's L1/95 (release line 95): its CUDA kernel passed as cpp_sources, built with with_cuda=True
+    ("from torch.utils.cpp_extension import load_inline\n"
+     "m = load_inline(name='x', cpp_sources='__global__ void k(){}', functions=['f'], with_cuda=True)\n", "cuda"),
+    ("from torch.utils.cpp_extension import load_inline\n"
+     "m = load_inline(name='x', cpp_sources='...', functions=['f'], with_cuda=False)\n", "cpp"),
     ("from torch.utils.cpp_extension import load\nm = load(name='x', sources=['k.cu'])\n", "cuda"),
     ("import triton\nimport triton.language as tl\n", "triton"),
     ("import triton.language as tl\n", "triton"),

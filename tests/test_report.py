@@ -163,9 +163,10 @@ def test_gpu_key_status_and_cheat_classification() -> None:
     assert report.status(rec(H200, "L1/1_ReLU", "a", Reason.CRASH)) == "rejected"
     assert report.status(rec(H200, "L1/1_ReLU", "a", Reason.BACKEND_UNAVAILABLE)) == "skipped"
     assert report.status(rec(H200, "L1/19_ReLU", "a", Reason.REFERENCE_TOO_LARGE)) == "skipped"  # a harness error
+    assert report.status(rec(H200, "L3/33_VanillaRNN", "a", Reason.STATEFUL_REFERENCE)) == "skipped"
     for code in Reason:
         assert report.is_cheat(code.value) == (code.value not in HONEST | {"OK", "BACKEND_UNAVAILABLE",
-                                                                           "REFERENCE_TOO_LARGE"})
+                                                                           "REFERENCE_TOO_LARGE", "STATEFUL_REFERENCE"})
 
 
 def test_fast_p_follows_kernelbench() -> None:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from pytest_cudal1.reasons import Reason
+from pytest_cudal1.reasons import NOT_JUDGED, Reason
 from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Verdict
 
 # Rejections that are plain failures; any other rejection code is a cheat caught.
@@ -43,7 +43,7 @@ def status(record: JudgedRecord) -> str:
 
 def is_cheat(code: str) -> bool:
     """A rejection code that is not an honest failure (so an anti-cheat check fired)."""
-    return code not in HONEST_FAILURES and code not in ("OK", "BACKEND_UNAVAILABLE", "REFERENCE_TOO_LARGE")
+    return code not in HONEST_FAILURES and code != "OK" and code not in NOT_JUDGED
 
 
 def kernels_of(record: JudgedRecord) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.workers import guards, runtime
+from pytest_cudal1.workers import build_locks, guards, runtime
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
@@ -363,6 +363,7 @@ class CandidateWorker:
 
 def main() -> None:
     runtime.float32_numerics()
+    build_locks.install()
     if sys.argv[1] == "--compile-only":
         compile_only(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
         return
