@@ -233,7 +233,9 @@ class Judge:
         if cfg.custom_kernels_only and self.gpu and not custom_kernels(record.kernels):
             return Verdict(Reason.LIBRARY_ONLY, f"only library kernels ran: {', '.join(record.kernels[:6])}",
                            {"kernels": record.kernels})
-        return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x")
+        unbuilt = "".join(f"; extension {f['extension']!r} did not build ({f['error']}), so what ran instead was judged"
+                          for f in record.extension_failures)
+        return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x{unbuilt}")
 
     def trial_secret(self, task: Task, secret: int) -> int:
         """The seed of ``task``'s trial recipes: one per task for the whole run, so the reference worker's
@@ -269,6 +271,7 @@ class Judge:
         except WorkerFailure as exc:
             return Verdict(compile_reason(exc, Reason.IMPORT_ERROR), exc.message, exc.evidence)
         phase("candidate_import")
+        record.extension_failures = loaded["extension_failures"]
         if not record.compile_s:  # lazily compiling backends, and cached builds: the import is the cost
             record.compile_s = loaded["import_s"]
         if loaded["flags"]:
@@ -280,6 +283,7 @@ class Judge:
                                    cfg.compile_timeout)
         except WorkerFailure as exc:
             return Verdict(compile_reason(exc, Reason.INIT_ERROR), exc.message, exc.evidence)
+        record.extension_failures = built["extension_failures"]
         if built["flags"]:
             return flag_verdict(built["flags"], "in ModelNew.__init__")
         phase("candidate_init")

@@ -81,6 +81,9 @@ class JudgedRecord:
     judge_seed: int | None = None  # seed of timing inputs, order and audits (``seeds``); of recipes with fresh trials
     kernels: list[str] = dataclasses.field(default_factory=list)  # GPU kernels one call launched (profiler)
     static_findings: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # warnings, never verdicts
+    # Torch extensions whose build raised inside the candidate, which caught it (``workers.extension_failures``):
+    # {"extension", "error"}; what ran instead was judged.
+    extension_failures: list[dict[str, str]] = dataclasses.field(default_factory=list)
     global_flags_set: list[str] = dataclasses.field(default_factory=list)  # allowed settings the candidate changed
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)  # wall clock per judging phase
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)  # gpu, driver, cuda, torch, host

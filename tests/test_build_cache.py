@@ -120,3 +120,40 @@ def test_a_build_lock_left_by_a_killed_process_does_not_block_the_next_build(tmp
     assert run.ret == 0, "\n".join(run.outlines[-40:])
     (rec,) = read_ledger(ledger)
     assert rec["verdict"]["reason"] == "OK" and rec["compile_s"] > 1.0  # built, not waited out
+
+
+CPP_FALLBACK = '''\
+"""A load_inline build that fails, caught, with a PyTorch fallback (as most of CUDA-L1's releases do)."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+try:
+    _ext = load_inline(name="cudal1_tests_broken_relu", cpp_sources="torch::Tensor f(torch::Tensor x);",
+                       functions=["relu_forward"], verbose=False)  # relu_forward is never declared
+except Exception:
+    _ext = None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.relu_forward(x) if _ext is not None else torch.relu(x)
+'''
+
+
+def test_an_extension_that_fails_to_build_is_noted_while_its_fallback_is_judged(tmp_path: Path,
+                                                                                session_cache: Path) -> None:
+    tasks, cands = tmp_path / "tasks", tmp_path / "cands"
+    write_task(tasks, 1, "1_relu")
+    write_candidate(cands, 1, "1_relu", "fallback", CPP_FALLBACK)
+    ledger = tmp_path / "ledger.jsonl"
+    run = run_pytest(tmp_path, *FAST, "--cudal1-call-timeout=60", "-rA", f"--cudal1-tasks={tasks}",
+                     f"--cudal1-candidates={cands}", f"--cudal1-cache-dir={session_cache}",
+                     f"--cudal1-ledger={ledger}", f"--cudal1-html={tmp_path / 'report.html'}", timeout=550)
+    assert run.ret == 0, "\n".join(run.outlines[-40:])
+    (rec,) = read_ledger(ledger)
+    assert rec["verdict"]["reason"] == "OK"  # the fallback is what runs, and it is honest
+    (failure,) = rec["extension_failures"]
+    assert failure["extension"] == "cudal1_tests_broken_relu" and "relu_forward" in failure["error"]
+    assert "extension 'cudal1_tests_broken_relu' did not build" in rec["verdict"]["message"]
+    assert "EXTENSION_NOT_BUILT" in (tmp_path / "report.html").read_text()

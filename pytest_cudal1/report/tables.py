@@ -63,9 +63,12 @@ def evidence_view(record: JudgedRecord) -> dict[str, Any]:
 
 
 def findings_of(record: JudgedRecord) -> list[Any]:
-    """Static findings (warnings from reading the source, never verdicts), when the record has them."""
+    """Warnings, never verdicts: the static findings (from reading the source) and the extensions that failed
+    to build while the candidate ran something else."""
     findings = getattr(record, "static_findings", None) or []
-    return list(findings) if isinstance(findings, (list, tuple)) else [findings]
+    found = list(findings) if isinstance(findings, (list, tuple)) else [findings]
+    return found + [{"rule": "EXTENSION_NOT_BUILT", "extension": f.get("extension"), "error": f.get("error")}
+                    for f in getattr(record, "extension_failures", None) or []]
 
 
 def needs_evidence(record: JudgedRecord) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.workers import build_locks, guards, runtime
+from pytest_cudal1.workers import build_locks, extension_failures, guards, runtime
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
@@ -128,7 +128,7 @@ class CandidateWorker:
         self.module = import_candidate(body["path"], body["module_name"])
         return {"import_s": time.perf_counter() - t0,
                 "has_modelnew": isinstance(getattr(self.module, "ModelNew", None), type),
-                "flags": self.state_flags()}
+                "flags": self.state_flags(), "extension_failures": list(extension_failures.FAILED)}
 
     def build(self, body: dict[str, Any]) -> dict[str, Any]:
         torch.manual_seed(int(body["seed"]))
@@ -136,7 +136,8 @@ class CandidateWorker:
         before = self._allocated()
         self.model = self.module.ModelNew(*init_inputs).to(self.device).eval()
         self.resident = self._allocated() - before
-        return {"device": self.device, "flags": self.state_flags()}
+        return {"device": self.device, "flags": self.state_flags(),
+                "extension_failures": list(extension_failures.FAILED)}
 
     def warm_up(self, body: dict[str, Any]) -> dict[str, Any]:
         """The first call, its values unchecked (``judge._warm_up``): lazy compilation happens here, under the
@@ -364,6 +365,7 @@ class CandidateWorker:
 def main() -> None:
     runtime.float32_numerics()
     build_locks.install()
+    extension_failures.install()
     if sys.argv[1] == "--compile-only":
         compile_only(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
         return
