@@ -58,7 +58,8 @@ class Completion:
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    finish_reason: str = "stop"  # "stop", "length" (truncated), "error"
+    # "stop", "length" (truncated), "error", "exhausted" (the policy has nothing new to propose: no failure)
+    finish_reason: str = "stop"
     error: str | None = None
 
 
@@ -101,8 +102,7 @@ class BuiltinBackend:
         proposals = combos + first + rest
         answers = [f"```python\n{builtin.render(request.task, r)}\n```\n" for r in proposals[: request.n]]
         return [Completion(text) for text in answers] + \
-            [Completion("", finish_reason="error", error="the built-in policy has no further rewrite for this task")
-             for _ in range(request.n - len(answers))]
+            [Completion("", finish_reason="exhausted") for _ in range(request.n - len(answers))]
 
 
 SPEC_FORMS = """\

@@ -63,6 +63,7 @@ class TaskProgress:
     skipped: int = 0  # pairs this machine could not judge (no ledger line)
     duplicates: int = 0  # answers whose code was already judged for this task on this GPU
     generation_failures: int = 0  # completions the backend could not produce
+    exhausted: int = 0  # completions the policy left empty: it had nothing new to propose (the built-in one)
     last_failure: str | None = None
     tokens: dict[str, int] = dataclasses.field(default_factory=lambda: {"prompt": 0, "completion": 0})
     best: dict[str, Any] | None = None  # the best correct record (JudgedRecord.to_json())
@@ -260,6 +261,9 @@ class TaskOptimizer:
         attempts: list[Attempt] = []
         for request, completions in zip(requests, self._generate(requests, counts, rnd, turn)):
             for completion in completions:
+                if completion.finish_reason == "exhausted":
+                    self.progress.exhausted += 1
+                    continue
                 if completion.error is not None:
                     self.progress.generation_failures += 1
                     self.progress.last_failure = f"{self.backend.name}: {completion.error}"

@@ -295,5 +295,6 @@ def round_line(nodeid: str, p: Any, rnd: int, rounds: int) -> str:
 
     best = f"best {p.best['candidate_name']} ({speedups_text(p.best)})" if p.best else "no correct candidate yet"
     failed = f", generation failed {p.generation_failures}" if p.generation_failures else ""
+    failed += f", no further rewrite {p.exhausted}" if p.exhausted else ""
     return (f"{nodeid}: round {rnd}/{rounds}: tried {p.tried}, OK {p.ok}, rejected {rejected_text(p.rejected)}"
             f"{failed}; {best}; tokens {p.tokens['prompt']} in, {p.tokens['completion']} out")

@@ -232,6 +232,35 @@ def test_a_failing_backend_costs_its_rounds_and_the_loop_goes_on(tmp_path: Path)
     assert len(list((tmp_path / "out" / "prompts").glob("*.md"))) == 1  # the same prompt each round, kept once
 
 
+def test_a_policy_with_nothing_new_to_propose_is_no_failed_generation(tmp_path: Path) -> None:
+    """The built-in policy's rewrites all judged already: the rest of each round is empty answers, named as
+    such in the round line, never 'generation failed' (which points a user at a broken server)."""
+    import hashlib
+
+    from kernelbench.loaders import load_tasks
+    from policy.backends import BuiltinBackend, SamplingSettings, GenerationRequest
+    from policy.judging import JudgingSession
+    from policy.optimizer import OptimizerSettings, OutputDir, TaskOptimizer
+    from policy.parser import extract_code
+    from policy.prompts import PromptBuilder
+    from pytest_cudal1.optimize import round_line
+
+    task = next(t for t in load_tasks(None)[0] if t.id == "L1/1_ReLU")
+    (answers,) = BuiltinBackend().generate([GenerationRequest(task, "", "", 20)], SamplingSettings(seed=0))
+    rewrites = {hashlib.sha256(extract_code(a.text).encode()).hexdigest() for a in answers if a.text}
+    assert rewrites and len(answers) > len(rewrites)
+    with ExemplarDB(tmp_path / "db.sqlite") as db:
+        session = JudgingSession(None, tmp_path / "ledger.jsonl", db, tmp_path / "cands")  # nothing reaches it
+        optimizer = TaskOptimizer(task, BuiltinBackend(), session, db, PromptBuilder(), OutputDir(tmp_path / "out"),
+                                  OptimizerSettings(policy="builtin", rounds=2, per_round=6), "cpu", "the CPU")
+        optimizer.judged |= rewrites  # as a resumed run knows them from its database
+        progress = optimizer.run()
+    assert progress.generation_failures == 0 and progress.last_failure is None
+    assert progress.duplicates == 2 * len(rewrites) and progress.exhausted == 2 * (6 - len(rewrites))
+    line = round_line("L1/1_ReLU::optimize", progress, 2, 2)
+    assert f"no further rewrite {progress.exhausted}" in line and "generation failed" not in line
+
+
 def test_training_after_the_optimizer_starts_from_its_exemplars(optimized, tmp_path: Path) -> None:
     """``--cudal1-optimize --cudal1-train``: the trainer's SFT stage fine-tunes on the successes the optimizer
     stored (its database, its ledger), after the optimizer's items (here resumed: no round left to run)."""
