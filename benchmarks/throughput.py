@@ -226,6 +226,19 @@ def timed_seconds(record: dict[str, Any]) -> float:
                for s in ("reference", "candidate")) / 1000.0
 
 
+def timing_steps(record: dict[str, Any]) -> dict[str, float]:
+    """Where the record's timing runs spent their wall time, by step (``PairedTiming.wall_s``), over its
+    measures (the CPU's ``call`` measure is the ``kernel`` measure's own run: counted once)."""
+    measures = [m for m in (record.get("timing"), record.get("call_timing")) if m]
+    if len(measures) == 2 and measures[0].get("wall_s") == measures[1].get("wall_s"):
+        measures = measures[:1]
+    steps: dict[str, float] = {}
+    for m in measures:
+        for step, seconds in (m.get("wall_s") or {}).items():
+            steps[step] = steps.get(step, 0.0) + seconds
+    return steps
+
+
 def new_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     """Complete JSON lines appended to ``path`` since ``offset``, and the new offset."""
     if not path.exists():
@@ -272,7 +285,7 @@ def run_ours(batch: list[dict[str, Any]], out: Path, ours_args: str, results: Re
                 results.write(candidate_line(
                     "ours", by_key[key], correct=rec["passed"], verdict=rec["verdict"]["reason"],
                     speedup=rec["speedup"], call_speedup=rec["call_speedup"], timed_s=timed_seconds(rec),
-                    phase_s=rec["phase_s"], wall_s=wall, t_s=now - start))
+                    phase_s=rec["phase_s"], timing_steps_s=timing_steps(rec), wall_s=wall, t_s=now - start))
             if finished:
                 break
             time.sleep(0.5)
@@ -341,9 +354,14 @@ def harness_summary(lines: list[dict[str, Any]], runs: list[dict[str, Any]]) -> 
         "timed_share": timed / wall if wall else None, "parts": parts,
         "correct": sum(bool(c["correct"]) for c in judged)}
     phases: dict[str, float] = {}
+    steps: dict[str, float] = {}
     for c in judged:
         for phase, seconds in (c.get("phase_s") or {}).items():
             phases[phase] = phases.get(phase, 0.0) + seconds
+        for step, seconds in (c.get("timing_steps_s") or {}).items():
+            steps[step] = steps.get(step, 0.0) + seconds
+    if steps:  # the timing phase by step: the timed regions lie inside "samples"
+        summary["timing_steps_s"] = dict(sorted(steps.items(), key=lambda kv: -kv[1]))
     if phases:
         summary["phase_s"] = dict(sorted(phases.items(), key=lambda kv: -kv[1]))
         summary["startup_s"] = sum(r.get("startup_s", 0.0) for r in runs)
@@ -443,6 +461,9 @@ def markdown(summary: dict[str, Any]) -> str:
         out += ["", f"Our wall time per phase (s, summed over candidates; startup {ours['startup_s']:.1f} s, "
                 f"outside the phases {ours['outside_phases_s']:.1f} s): "
                 + ", ".join(f"{p} {s:.1f}" for p, s in ours["phase_s"].items())]
+    if "timing_steps_s" in hs.get("ours", {}):
+        out += ["", f"Our timing runs by step (s, summed; timed regions {hs['ours']['timed_s']:.2f} s, inside "
+                "samples): " + ", ".join(f"{p} {s:.2f}" for p, s in hs["ours"]["timing_steps_s"].items())]
     names = [h for h in HARNESSES if h in hs]
     header = ["candidate", "part", "published"] + [f"{h} (call)" if h == "ours" else h for h in names]
     out += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -124,6 +124,31 @@ def confirmed(measure: Callable[[], PairedTiming]) -> PairedTiming:
     return again
 
 
+class WallClock:
+    """Books the wall time of a timing run by step (``PairedTiming.wall_s``): each ``lap`` charges the time
+    since the last one to its step, or everything to "setup" until ``setup_done``. Judging throughput is
+    limited by what happens between timed regions (on the H200 a 10-pair run took 2-5 s around 0.05 s of
+    timed calls); the record says where."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self.in_setup = True
+        self._last = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        step = "setup" if self.in_setup else step
+        self.spent[step] = self.spent.get(step, 0.0) + now - self._last
+        self._last = now
+
+    def setup_done(self) -> None:
+        self.lap("setup")
+        self.in_setup = False
+
+    def seconds(self) -> dict[str, float]:
+        return {step: round(s, 4) for step, s in self.spent.items()}
+
+
 def summarize(samples: list[float], clock: str, calls: int, tail_ms: float = 0.0) -> TimingSummary:
     q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
     return TimingSummary(
@@ -177,7 +202,13 @@ def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
         stopped_because=", ".join(t.stopped_because for t in runs),
         warnings=list(dict.fromkeys(w for t in runs for w in t.warnings)),
         gpu_state=_pooled_state([t.gpu_state for t in runs if t.gpu_state]),
+        wall_s=_summed([t.wall_s for t in runs]),
     )
+
+
+def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
+    steps = dict.fromkeys(step for part in parts for step in part)
+    return {step: round(sum(part.get(step, 0.0) for part in parts), 4) for step in steps}
 
 
 def call_measure_on_cpu(kernel: PairedTiming) -> PairedTiming:
@@ -303,9 +334,10 @@ class _CallChecks:
     a random subset of every call's elements compared in full in the reference worker."""
 
     def __init__(self, seen: dict[tuple[float, ...], tuple[float, ...]], reference: WorkerProcess,
-                 candidate: WorkerProcess, rng: random.Random, timeout: float) -> None:
+                 candidate: WorkerProcess, rng: random.Random, timeout: float, clock: WallClock) -> None:
         self.seen = seen  # candidate digest -> reference digest, starting with the correctness trials
         self.reference, self.candidate, self.rng, self.timeout = reference, candidate, rng, timeout
+        self.clock = clock
 
     def __call__(self, pair: int, cand: dict[str, Any], ref: dict[str, Any]) -> Verdict | None:
         for f in cand.get("flags", []):
@@ -336,6 +368,7 @@ class _CallChecks:
         except WorkerFailure as exc:
             raise WorkerFailure(Reason.REFERENCE_ERROR, f"checking the candidate's sampled elements failed in the "
                                 f"reference worker: {exc.message}", exc.evidence) from None
+        self.clock.lap("element_checks")
         if bad is None:
             return None
         return Verdict(Reason(bad["reason"]), f"pair {pair}, elements of every timed call compared in full: "
@@ -360,19 +393,23 @@ def measure_pairs(
     def timed(worker: WorkerProcess, seed: int, calls: int, graph: bool = False) -> tuple[dict[str, Any], float]:
         """One sample and the controller's wall clock around it; the outputs' checks come after, untimed
         (on a loaded CPU, digests of large outputs varied by tens of ms and swamped the yardstick)."""
+        wall.lap("statistics")  # the controller's own work since the last step
         t0 = time.perf_counter()
         sample = worker.request("time", {"seed": seed, "calls": calls, "graph": graph, "hold": not as_called},
                                 cfg.call_timeout * calls)
         wall_ms = (time.perf_counter() - t0) * 1e3
+        wall.lap("samples")
         sample.update(worker.request("digests", None, cfg.call_timeout * calls))
+        wall.lap("digests")
         return sample, wall_ms
 
     def place(calls: int) -> int:  # one untimed pass per placement
         return _place(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls * cfg.placements + 60,
                       cfg.reserve_bytes)
 
+    wall = WallClock()
     checks = _CallChecks(seen_digests if seen_digests is not None else {}, reference, candidate, rng,
-                         cfg.call_timeout)
+                         cfg.call_timeout, wall)
     # ``rng`` draws what the candidate must not predict (``seeds.KeyedRandom``); the bootstrap only needs speed.
     boot = random.Random(rng.getrandbits(64))
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
@@ -408,6 +445,7 @@ def measure_pairs(
         placements = captures
     elif calls > 1:
         placements = place(calls)
+    wall.setup_done()
 
     raw: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (ms per call, escaped ms)
     states = [environment.gpu_state()]
@@ -434,7 +472,9 @@ def measure_pairs(
                 gaps[worker.role].append((float(sample["host_ms"]) - event, event))
             overheads[worker.role].append(wall_ms - float(sample["host_ms"]) * calls)
             raw[worker.role].append((ms, escaped))
+        wall.lap("statistics")
         states.append(environment.gpu_state())
+        wall.lap("gpu_state")
         bad = checks(pair, samples["candidate"], samples["reference"])
         if bad is not None:
             raise AuditFailure(bad, pair)
@@ -450,7 +490,9 @@ def measure_pairs(
             elif out_of_time:
                 stopped, last = "budget", True
         if pair == 0 or last or rng.random() < cfg.audit_rate:
+            wall.lap("statistics")
             bad = audit()
+            wall.lap("audits")
             if bad is not None:
                 raise AuditFailure(bad, pair)
         if last:
@@ -485,6 +527,7 @@ def measure_pairs(
                   + (" (no hold before the start event), " if clock == "cuda_event" else " (the host clock around it), ")
                   + method)
     method += ", rotated input sets with fresh values per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
+    wall.lap("statistics")
     if graph:
         method += f", replayed as one CUDA graph ({placements} captures with buffers of their own, rotated)"
     else:
@@ -501,6 +544,7 @@ def measure_pairs(
         stopped_because=stopped,
         warnings=warnings,
         gpu_state=_state_summary(states),
+        wall_s=wall.seconds(),
     )
 
 

@@ -63,6 +63,20 @@ def test_every_pair_records_both_measures_each_with_its_interval(default_run) ->
     assert record["call_speedup"] == call["speedup"]
 
 
+def test_a_timing_run_books_its_wall_time_by_step_with_the_timed_regions_inside_the_samples(default_run) -> None:
+    """Throughput is lost between timed regions; the record says where (``timing.WallClock``)."""
+    _, (record,), _ = default_run
+    wall = record["timing"]["wall_s"]
+    assert {"setup", "samples", "digests", "element_checks", "audits", "gpu_state", "statistics"} <= set(wall)
+    assert all(s >= 0 for s in wall.values())
+    timed = sum(sum(record["timing"][side]["samples_ms"]) * record["timing"][side]["calls_per_sample"]
+                for side in ("reference", "candidate")) / 1000
+    assert timed <= wall["samples"]  # the timed calls are a part of the samples' requests, never more
+    # every step of the run is booked: together they are the run, which is a part of the item's timing phase
+    assert sum(wall.values()) <= record["phase_s"]["timing"] + 1e-3
+    assert sum(wall.values()) >= 0.5 * record["phase_s"]["timing"]
+
+
 def test_the_reward_is_the_kernel_measure_by_default(default_run) -> None:
     _, (record,), _ = default_run
     assert record["reward_measure"] == "kernel"

@@ -84,9 +84,14 @@ def test_ours_writes_a_line_per_candidate_and_a_summary(ours_run: Path) -> None:
     assert ours["timed_s"] == pytest.approx(sum(c["timed_s"] for c in candidates))
     assert {"trials", "timing"} <= set(ours["phase_s"])
     assert 0 < ours["startup_s"] < wall and 0 < ours["outside_phases_s"] < wall  # where the rest of the wall went
+    # the timing phase by step, the timed regions inside its samples
+    steps = ours["timing_steps_s"]
+    assert {"setup", "samples", "digests", "element_checks"} <= set(steps) and ours["timed_s"] <= steps["samples"]
+    assert sum(steps.values()) <= ours["phase_s"]["timing"] + 1e-2
     table = (ours_run / "throughput.md").read_text(encoding="utf-8")
     assert "| harness | candidates | correct | wall s | candidates/hour |" in table
     assert f"| ours | 4 | {ours['correct']} | {wall:.1f} | {ours['candidates_per_hour']:.0f} |" in table
+    assert "Our timing runs by step (s, summed; timed regions" in table
     for c in candidates:  # the verdict column: each candidate's code (and speedup when timed)
         cell = c["verdict"] + (f" {c['speedup']:.2f}x" if c["speedup"] is not None else "")
         assert f"| {c['key']} | {c['part']} |" in table and cell in table
