@@ -86,6 +86,10 @@ class BuiltinBackend:
 
     name = "builtin"
 
+    def __init__(self, steps: Sequence[str] | None = None) -> None:
+        # The steps it may use (``builtin?steps=...``): e.g. no max-autotune, whose compile takes minutes a task.
+        self.steps = tuple(steps) if steps is not None else tuple(builtin.STEPS)
+
     def generate(self, requests: Sequence[GenerationRequest], settings: SamplingSettings) -> list[list[Completion]]:
         rng = random.Random(settings.seed)
         return [self._answer(request, rng) for request in requests]
@@ -95,7 +99,9 @@ class BuiltinBackend:
                  if (steps := builtin.steps_of(code)) is not None]
         # Exemplars come best first: rank them so next_round combines the best; untried single steps follow.
         combos = builtin.next_round({r: float(len(shown) - i) for i, r in enumerate(shown)})
-        singles = [r for r in builtin.first_round(request.task) if r not in shown and r not in combos]
+        combos = [r for r in combos if set(r.steps) <= set(self.steps)]
+        singles = [r for r in builtin.first_round(request.task)
+                   if r.steps[0] in self.steps and r not in shown and r not in combos]
         # torch.compile's default first (the rewrite engineers try first), the other single steps in random order.
         first, rest = [r for r in singles if r == FIRST_REWRITE], [r for r in singles if r != FIRST_REWRITE]
         rng.shuffle(rest)
@@ -106,10 +112,10 @@ class BuiltinBackend:
 
 
 SPEC_FORMS = """\
-  builtin
+  builtin[?steps=STEP,STEP]   (steps: {steps})
   openai:URL?model=NAME[&concurrency=4&timeout=120&retries=3&backoff=1&api_key_env=OPENAI_API_KEY]
   hf:PATH[?device=cpu&dtype=auto]
-  vllm:PATH[?tensor_parallel_size=1&gpu_memory_utilization=0.9]"""
+  vllm:PATH[?tensor_parallel_size=1&gpu_memory_utilization=0.9]""".format(steps=",".join(builtin.STEPS))
 
 
 def error_completions(n: int, error: str) -> list[Completion]:
@@ -150,6 +156,15 @@ def _options(spec: str, query: str, types: dict[str, type]) -> dict[str, object]
     return options
 
 
+def _builtin_steps(spec: str, query: str) -> tuple[str, ...]:
+    named = str(_options(spec, query, {"steps": str}).get("steps", ""))
+    steps = tuple(s.strip() for s in named.split(",") if s.strip())
+    unknown = [s for s in steps if s not in builtin.STEPS]
+    if not steps or unknown:
+        raise _bad_spec(spec, f"unknown step {unknown[0]!r}" if unknown else "steps= names no step")
+    return steps
+
+
 def _model_folder(spec: str, location: str) -> str:
     if not location:
         raise _bad_spec(spec, "no model folder")
@@ -161,6 +176,8 @@ def _model_folder(spec: str, location: str) -> str:
 def make_backend(spec: str) -> GenerationBackend:
     """The backend a policy spec names (the forms are in ``SPEC_FORMS``); a bad spec raises ValueError.
 
+    builtin key: ``steps`` (the built-in steps it may propose and combine, comma-separated; default all).
+
     openai keys: ``model`` (required, the server's model name), ``concurrency``
     (requests in flight at once), ``timeout`` (seconds per request), ``retries``
     (further attempts after a connection error, 429 or 5xx), ``backoff`` (seconds
@@ -171,8 +188,9 @@ def make_backend(spec: str) -> GenerationBackend:
     keys: ``tensor_parallel_size``, ``gpu_memory_utilization`` (vLLM's own).
     """
     kind, sep, rest = spec.strip().partition(":")
-    if kind == "builtin" and not sep:
-        return BuiltinBackend()
+    name, _, query = kind.partition("?")
+    if name == "builtin" and not sep:
+        return BuiltinBackend(_builtin_steps(spec, query) if query else None)
     if kind == "openai" and sep:
         from policy.openai_backend import OpenAIBackend, OpenAIOptions
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kernelbench.loaders import load_tasks
-from policy.backends import BuiltinBackend, Completion, GenerationBackend, GenerationRequest, SamplingSettings
+from policy.backends import (BuiltinBackend, Completion, GenerationBackend, GenerationRequest, SamplingSettings,
+                             make_backend)
 from policy.builtin import Rewrite, first_round, render, steps_of
 from policy.parser import extract_code
 
@@ -47,3 +48,14 @@ def test_more_completions_than_rewrites_are_left_empty_as_exhausted_not_failed()
     empty = [a for a in answers if a.finish_reason == "exhausted"]
     assert empty and all(a.error is None and a.text == "" for a in empty)
     assert len(answers) - len(empty) == len(first_round(CONV))
+
+
+def test_steps_named_in_the_spec_are_the_only_ones_proposed_or_combined() -> None:
+    """``builtin?steps=compile_default,cuda_graph``: the baselines a report needs, without max-autotune's long
+    compile; the combination of the two comes once both are exemplars."""
+    backend = make_backend("builtin?steps=compile_default,cuda_graph")
+    (first,) = backend.generate([request(20)], SamplingSettings(seed=0))
+    assert [steps(a) for a in first if a.finish_reason == "stop"] == [("compile_default",), ("cuda_graph",)]
+    shown = tuple(render(CONV, Rewrite(s)) for s in (("cuda_graph",), ("channels_last",), ("compile_default",)))
+    (later,) = backend.generate([request(20, shown)], SamplingSettings(seed=0))
+    assert [steps(a) for a in later if a.finish_reason == "stop"] == [("compile_default", "cuda_graph")]

@@ -12,6 +12,7 @@ from policy.backends import SPEC_FORMS, BuiltinBackend, make_backend
 
 def test_builtin() -> None:
     assert isinstance(make_backend("builtin"), BuiltinBackend)
+    assert make_backend("builtin?steps=cuda_graph,compile_default").steps == ("cuda_graph", "compile_default")
 
 
 def test_openai_reads_every_key_and_keeps_the_url_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,6 +30,9 @@ def test_openai_reads_every_key_and_keeps_the_url_path(monkeypatch: pytest.Monke
     ("", "unknown form"),
     ("gpt-4", "unknown form"),
     ("builtin:fast", "unknown form"),
+    ("builtin?steps=compile_fast", "unknown step 'compile_fast'"),
+    ("builtin?steps=", "steps= names no step"),
+    ("builtin?mode=fast", "unknown key 'mode' (known: steps)"),
     ("openai", "unknown form"),
     ("openai:http://127.0.0.1:8000/v1", "needs ?model=NAME"),
     ("openai:127.0.0.1:8000?model=m", "http:// or https://"),
