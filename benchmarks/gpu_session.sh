@@ -14,12 +14,15 @@
 # REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
 # release: CUDA-L1's A100 release (.device/a100.jsonl, copied from ../shared/cudal1) re-judged, RELEASE_SELECT a -k
 # expression (e.g. "L1" for level 1), RELEASE_FILE a part of it (records with "name": "line<N>", N their line in
-# a100.jsonl, so parts judged in several calls keep one naming), RELEASE_SKIP ledgers whose records are left out,
+# a100.jsonl, so parts judged in several calls keep one naming; .device/release_todo.jsonl holds those no committed
+# ledger has judged), RELEASE_SKIP ledgers whose records are left out,
 # RELEASE_TIMEOUT seconds before it is interrupted (the judged records kept), RELEASE_ARGS more options; appends to
 # a100-ledger.jsonl.
 # optimize: `pytest --cudal1-optimize` with the built-in policy over .device/kb_optimize.jsonl (made by
-# benchmarks/select_tasks.py from benchmarks/gpu_optimize_tasks.txt), OPT_SELECT a -k expression, OPT_ARGS more
-# options (e.g. --cudal1-import=LEDGER of a re-judged release); ledger, exemplar database, output folder and report.
+# benchmarks/select_tasks.py from benchmarks/gpu_optimize_tasks.txt), OPT_SELECT a -k expression (e.g. "L1", one
+# level a call), OPT_ARGS more options (e.g. --cudal1-import=LEDGER,LEDGER of the re-judged release,
+# --cudal1-policy=builtin?steps=compile_default,cuda_graph for the two baselines and their combination without
+# max-autotune's minutes-long compiles); ledger, exemplar database, output folder and report.
 # train: benchmarks/train_smoke.py (a tiny model trained on the judge's GPU rewards for KernelBench L2/12, read
 # from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
 # throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs
