@@ -96,10 +96,9 @@ class BuiltinBackend:
 
     def _answer(self, request: GenerationRequest, rng: random.Random) -> list[Completion]:
         shown = [builtin.Rewrite(steps) for code in request.exemplar_codes
-                 if (steps := builtin.steps_of(code)) is not None]
+                 if (steps := builtin.steps_of(code)) is not None and set(steps) <= set(self.steps)]
         # Exemplars come best first: rank them so next_round combines the best; untried single steps follow.
         combos = builtin.next_round({r: float(len(shown) - i) for i, r in enumerate(shown)})
-        combos = [r for r in combos if set(r.steps) <= set(self.steps)]
         singles = [r for r in builtin.first_round(request.task)
                    if r.steps[0] in self.steps and r not in shown and r not in combos]
         # torch.compile's default first (the rewrite engineers try first), the other single steps in random order.
