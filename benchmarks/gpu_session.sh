@@ -14,8 +14,9 @@
 # REWRITE_STEPS the rewrites phase's steps (e.g. compile_default,cuda_graph; default: all).
 # release: CUDA-L1's A100 release (.device/a100.jsonl, copied from ../shared/cudal1) re-judged, RELEASE_SELECT a -k
 # expression (e.g. "L1" for level 1), RELEASE_FILE a part of it (records with "name": "line<N>", N their line in
-# a100.jsonl, so parts judged in several calls keep one naming; .device/release_todo.jsonl holds those no committed
-# ledger has judged), RELEASE_SKIP ledgers whose records are left out,
+# a100.jsonl, so parts judged in several calls keep one naming), RELEASE_SKIP ledgers whose records are left out
+# (RELEASE_FILE=.device/release_all.jsonl RELEASE_SKIP="$(echo benchmarks/results/*/*a100-ledger*.jsonl)": those no
+# committed ledger has judged),
 # RELEASE_TIMEOUT seconds before it is interrupted (the judged records kept), RELEASE_ARGS more options; appends to
 # a100-ledger.jsonl.
 # optimize: `pytest --cudal1-optimize` with the built-in policy over .device/kb_optimize.jsonl (made by

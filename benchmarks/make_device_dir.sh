@@ -3,9 +3,7 @@
 # checkout has none):
 #   .device/  a100.jsonl, problems.jsonl, anchors/ (copies), kb_l1.jsonl and kb_optimize.jsonl (the committed task
 #             lists), release_all.jsonl (a100.jsonl with "name": "line<N>", N its line, so release parts judged
-#             in several calls keep one naming), release_load_inline.jsonl (its load_inline records) and
-#             release_todo.jsonl (the records with code that no committed benchmarks/results/*a100-ledger*.jsonl
-#             has judged yet: RELEASE_FILE for the next release run)
+#             in several calls keep one naming) and release_load_inline.jsonl (its load_inline records)
 #   .whl/     a numpy wheel the GPU image's numba accepts (cp312)
 # Then pass carry [".device", ".whl"] to the device tool.
 set -euo pipefail
@@ -27,18 +25,6 @@ with open(".device/a100.jsonl") as src, open(".device/release_all.jsonl", "w") a
         dst.write(rec)
         if "load_inline" in (json.loads(line).get("custom_code") or ""):  # they build for minutes: a part of their own
             compiled.write(rec)
-PY
-python3 - <<'PY'
-import glob
-import json
-
-judged = {json.loads(line)["candidate_name"] for path in glob.glob("benchmarks/results/*/*a100-ledger*.jsonl")
-          for line in open(path) if line.strip()}
-with open(".device/release_all.jsonl") as src, open(".device/release_todo.jsonl", "w") as todo:
-    left = [line for line in src if json.loads(line)["name"] not in judged
-            and json.loads(line).get("custom_code") not in (None, "None")]
-    todo.writelines(left)
-print(f"release: {len(judged)} records in committed ledgers; {len(left)} with code left in .device/release_todo.jsonl")
 PY
 pip download -q numpy==2.3.5 --python-version 3.12 --only-binary=:all: --platform manylinux_2_28_x86_64 --no-deps -d .whl
 du -sh .device .whl

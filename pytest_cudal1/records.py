@@ -58,7 +58,8 @@ class PairedTiming:
     gpu_state: dict[str, Any] = dataclasses.field(default_factory=dict)
     # Where the run's wall time went (``timing.WallClock``), seconds: set-up (placements, warm-up, captures),
     # then per pair the timed samples, the digest requests, element checks, audits, GPU-state queries and
-    # the statistics. The timed regions are a part of "samples"; the rest is the harness's overhead.
+    # the statistics ("discarded_run": a first run measured again, ``timing.confirmed``). The timed regions are a
+    # part of "samples"; the rest is the harness's overhead.
     wall_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
 

@@ -107,13 +107,16 @@ def confirmed(measure: Callable[[], PairedTiming]) -> PairedTiming:
 
     On a loaded 2-core machine an honest candidate's run once saw 10 ms per sample more around it than
     around the reference; a candidate that hides work outside its reported time does so in every run.
-    The run that counts is the second, and its record says why it was taken."""
+    The run that counts is the second, and its record says why it was taken; its ``wall_s`` books the first
+    run's whole wall time as "discarded_run"."""
+    started = time.perf_counter()
     try:
         return measure()
     except AuditFailure as exc:
         if not exc.statistical:
             raise
         first = exc.verdict.message
+    discarded = time.perf_counter() - started
     try:
         again = measure()
     except AuditFailure as exc:
@@ -121,6 +124,7 @@ def confirmed(measure: Callable[[], PairedTiming]) -> PairedTiming:
             exc.verdict.message += f"; the run before it too: {first}"
         raise
     again.warnings.append(f"measured twice: the first run's audit failed ({first})")
+    again.wall_s["discarded_run"] = round(discarded, 4)
     return again
 
 

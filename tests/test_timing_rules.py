@@ -67,6 +67,7 @@ def test_a_statistical_audit_that_fails_once_is_measured_again_and_the_second_ru
     timing = confirmed(measure)
     assert len(runs) == 2 and timing.speedup == 1.0
     assert any("measured twice" in w and "0.6 ms per call" in w for w in timing.warnings)
+    assert timing.wall_s["discarded_run"] >= 0  # the first run's wall time is booked, not lost
 
 
 def test_a_statistical_audit_that_fails_twice_stands_and_names_both_runs() -> None:
