@@ -21,9 +21,12 @@
 # a100-ledger.jsonl.
 # optimize: `pytest --cudal1-optimize` with the built-in policy over .device/kb_optimize.jsonl (made by
 # benchmarks/select_tasks.py from benchmarks/gpu_optimize_tasks.txt), OPT_SELECT a -k expression (e.g. "L1", one
-# level a call), OPT_ARGS more options (e.g. --cudal1-import=LEDGER,LEDGER of the re-judged release,
+# level a call), OPT_ARGS more options (e.g. --cudal1-import=LEDGER,LEDGER,.device/a100.jsonl of the re-judged
+# release, the release itself being where the ledgers' code is found;
 # --cudal1-policy=builtin?steps=compile_default,cuda_graph for the two baselines and their combination without
-# max-autotune's minutes-long compiles); ledger, exemplar database, output folder and report.
+# max-autotune's minutes-long compiles; --cudal1-task-budget=0, since one judgment takes 22-50 s on an H100 and the
+# default 30 s stopped 7 of 8 tasks after their first candidate, session 25); ledger, exemplar database, output
+# folder and report.
 # train: benchmarks/train_smoke.py (a tiny model trained on the judge's GPU rewards for KernelBench L2/12, read
 # from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
 # throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs

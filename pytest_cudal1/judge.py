@@ -233,8 +233,7 @@ class Judge:
         if cfg.custom_kernels_only and self.gpu and not custom_kernels(record.kernels):
             return Verdict(Reason.LIBRARY_ONLY, f"only library kernels ran: {', '.join(record.kernels[:6])}",
                            {"kernels": record.kernels})
-        unbuilt = "".join(f"; extension {f['extension']!r} did not build ({f['error']}), so what ran instead was judged"
-                          for f in record.extension_failures)
+        unbuilt = "".join(map(_unbuilt, record.extension_failures))
         return Verdict(Reason.OK, f"correct on {cfg.trials} trials; speedup {record.timing.speedup:.3f}x{unbuilt}")
 
     def trial_secret(self, task: Task, secret: int) -> int:
@@ -480,6 +479,13 @@ def reproduced(first: PairedTiming, second: PairedTiming) -> bool:
 # While timing, the harness leaves this many times the reference's own peak memory (beyond its inputs)
 # free for the candidate (``runtime.placements_fitting``).
 HEADROOM_FACTOR = 2
+
+
+def _unbuilt(failure: dict[str, Any]) -> str:
+    """An OK verdict's note of an extension that did not build (``workers.extension_failures``)."""
+    tries = f", tried {failure['attempts']} times" if failure.get("attempts", 1) > 1 else ""
+    return (f"; extension {failure['extension']!r} did not build ({failure['error']}{tries}), "
+            "so what ran instead was judged")
 
 
 def custom_kernels(kernels: list[str]) -> list[str]:

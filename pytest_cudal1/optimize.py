@@ -11,6 +11,7 @@ be judged for its task; a wrong or cheating answer is a ledger line.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ PLUGIN = "cudal1-optimizer"
 def _path(config: pytest.Config, value: str) -> Path:
     path = Path(value)
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def _is_ledger(path: Path) -> bool:
+    """A file whose first record is a judged one (it has a verdict); a folder or candidate records are not."""
+    if path.is_dir():
+        return False
+    with open(path, encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.strip()), "")
+    try:
+        return "verdict" in json.loads(first)
+    except (ValueError, TypeError):
+        return True  # not JSON lines at all: the ledger reader says what it could not read
 
 
 class OptimizerPlugin:
@@ -79,12 +92,20 @@ class OptimizerPlugin:
             self._db.import_ledger(ledger, tasks, search=[cache_dir])
 
     def _import(self, tasks: list[Any], cache_dir: Path) -> None:
-        """``--cudal1-import`` ledgers become rows; only this judge's OK on this GPU is ever an exemplar."""
+        """``--cudal1-import`` ledgers become rows; only this judge's OK on this GPU is ever an exemplar.
+
+        Entries that are not ledgers (a kernel release's JSONL, a candidates folder) are where the ledgers' code
+        is looked up: a ledger names its code by hash and origin, and a release judged from a copy that is gone
+        (a GPU machine's temporary folder) is found again only in the release itself."""
+        paths = []
         for name in filter(None, (p.strip() for p in (setting(self.config, "import") or "").split(","))):
             path = _path(self.config, name)
-            if not path.is_file():
+            if not path.exists():
                 raise pytest.UsageError(f"--cudal1-import: {name} does not exist")
-            report = self._db.import_ledger(path, tasks, search=[cache_dir, path.parent])
+            paths.append(path)
+        sources = [p for p in paths if not _is_ledger(p)]
+        for path in (p for p in paths if p not in sources):
+            report = self._db.import_ledger(path, tasks, search=[cache_dir, *sources, path.parent])
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None and not hasattr(self.config, "workerinput"):
                 reporter.write_line(f"cudal1: imported {path}: {report.stored} record(s) stored, "

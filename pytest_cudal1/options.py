@@ -64,7 +64,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("db", "string", None, "exemplar database (SQLite; default: <cache-dir>/exemplars.sqlite)"),
     ("exemplars", "int", 2, "earlier successes shown in each contrastive prompt (N)"),
     ("tau", "float", 2.0, "bucket-sampling temperature for exemplars (benchmarks/tau_sweep.py)"),
-    ("import", "string", None, "comma-separated ledgers imported as exemplars at start (this judge's OK on this GPU only)"),
+    ("import", "string", None, "comma-separated ledgers imported as exemplars at start (this judge's OK on this GPU "
+     "only); entries that are not ledgers (a release JSONL, a candidates folder) are searched for the ledgers' code"),
     ("temperature", "float", 1.0, "sampling temperature of model backends"),
     ("max-tokens", "int", 8192, "most tokens a model backend may generate per answer"),
     ("train", "string", None, "with --cudal1-optimize: then train per this cudal1-train config (TOML/JSON) on what "

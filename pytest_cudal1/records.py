@@ -87,8 +87,8 @@ class JudgedRecord:
     kernels: list[str] = dataclasses.field(default_factory=list)  # GPU kernels one call launched (profiler)
     static_findings: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # warnings, never verdicts
     # Torch extensions whose build raised inside the candidate, which caught it (``workers.extension_failures``):
-    # {"extension", "error"}; what ran instead was judged.
-    extension_failures: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    # {"extension", "error" (the first), "attempts"}; what ran instead was judged.
+    extension_failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     global_flags_set: list[str] = dataclasses.field(default_factory=list)  # allowed settings the candidate changed
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)  # wall clock per judging phase
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)  # gpu, driver, cuda, torch, host

@@ -128,11 +128,13 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-try:
-    _ext = load_inline(name="cudal1_tests_broken_relu", cpp_sources="torch::Tensor f(torch::Tensor x);",
-                       functions=["relu_forward"], verbose=False)  # relu_forward is never declared
-except Exception:
-    _ext = None
+_ext = None
+for _attempt in range(2):  # a retry, as some of CUDA-L1's do: one note, two attempts
+    try:
+        _ext = load_inline(name="cudal1_tests_broken_relu", cpp_sources="torch::Tensor f(torch::Tensor x);",
+                           functions=["relu_forward"], verbose=False)  # relu_forward is never declared
+    except Exception:
+        pass
 
 
 class ModelNew(nn.Module):
@@ -155,5 +157,7 @@ def test_an_extension_that_fails_to_build_is_noted_while_its_fallback_is_judged(
     assert rec["verdict"]["reason"] == "OK"  # the fallback is what runs, and it is honest
     (failure,) = rec["extension_failures"]
     assert failure["extension"] == "cudal1_tests_broken_relu" and "relu_forward" in failure["error"]
-    assert "extension 'cudal1_tests_broken_relu' did not build" in rec["verdict"]["message"]
+    assert failure["attempts"] == 2
+    assert rec["verdict"]["message"].count("extension 'cudal1_tests_broken_relu' did not build") == 1
+    assert "tried 2 times" in rec["verdict"]["message"]
     assert "EXTENSION_NOT_BUILT" in (tmp_path / "report.html").read_text()

@@ -18,7 +18,7 @@ from pytest_cudal1.compare import absolute_rounding, compare, relative_rounding
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import FAMILIES, SCALES, Recipe, draw_inputs, recipe_strategy
 from pytest_cudal1.timing import fingerprints_match
-from pytest_cudal1.workers.guards import fingerprint, fingerprints, sampled_elements
+from pytest_cudal1.workers.guards import fingerprint, fingerprints, reused, sampled_elements
 
 TASKS = Path(__file__).resolve().parent / "cheats" / "cases" / "tasks" / "level1"
 RECIPES = [Recipe(seed=s, family=f, scale=c, regions=2 if f == "mixed" else 0, outliers=8 if f == "mixed" else 0)
@@ -302,3 +302,39 @@ def test_a_digest_taken_in_blocks_is_the_whole_outputs(monkeypatch: pytest.Monke
     shuffled = fingerprint(x[torch.randperm(x.numel())])
     assert shuffled[0][1:4] == pytest.approx(blocks[0][1:4], rel=1e-9)  # the sums do not see order
     assert shuffled[0][6:] != pytest.approx(blocks[0][6:], rel=1e-3)  # the projections do
+
+
+def test_whole_output_scans_in_blocks_find_what_one_pass_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``guards.SCAN_BYTES``: poison counts and bitwise equality in blocks (a whole-size mask of a 6.4 GB output
+    ran an honest candidate's worker out of memory on the H100) match one pass, wherever the blocks split."""
+    from pytest_cudal1.workers import guards
+
+    torch.manual_seed(3)
+    out = torch.randn(1001)
+    words = out.view(torch.int32)
+    words[[0, 5, 500, 1000]] = guards.POISON_WORD
+    words[7] = guards.POISON_WORD | guards.QUIET_BIT  # quieted by arithmetic: still the poison
+    words[900] = guards.MALLOC_FRESH_WORD
+    whole = guards.poisoned_words(out)
+    for scan in (4, 12, 4000, 1 << 26):
+        monkeypatch.setattr(guards, "SCAN_BYTES", scan)
+        assert guards.poisoned_words([out, out[:6]]) == whole + 2 == 8  # words 0 and 5 again
+        for at in (0, 3, 999, 1000):  # a changed word in the first, a middle, and the last block
+            other = out.clone()
+            other.view(torch.int32)[at] ^= 1
+            assert guards.same_values(out, out.clone()) and not guards.same_values(out, other)
+
+
+class _Overwritten(torch.Tensor):
+    """What torch's CUDA-graph trees make of an output a later replay overwrote: reading its storage raises."""
+
+    def untyped_storage(self):  # noqa: ANN201 - torch's signature
+        raise RuntimeError("Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run.")
+
+
+def test_an_earlier_output_that_cannot_be_read_any_more_is_a_replay() -> None:
+    earlier, fresh = torch.ones(4).as_subclass(_Overwritten), torch.ones(4)
+    why = reused([fresh], [torch.zeros(4), earlier])
+    assert why is not None and "overwritten by a later call" in why and "CUDAGraphs" in why
+    assert reused([fresh], [torch.zeros(4)]) is None
+    assert reused([fresh], [fresh]) == "the output buffer of an earlier call was returned again"

@@ -67,7 +67,8 @@ def findings_of(record: JudgedRecord) -> list[Any]:
     to build while the candidate ran something else."""
     findings = getattr(record, "static_findings", None) or []
     found = list(findings) if isinstance(findings, (list, tuple)) else [findings]
-    return found + [{"rule": "EXTENSION_NOT_BUILT", "extension": f.get("extension"), "error": f.get("error")}
+    return found + [{"rule": "EXTENSION_NOT_BUILT", "extension": f.get("extension"), "error": f.get("error"),
+                     "attempts": f.get("attempts", 1)}
                     for f in getattr(record, "extension_failures", None) or []]
 
 

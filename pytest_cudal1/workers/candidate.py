@@ -206,8 +206,9 @@ class CandidateWorker:
                                  "everything queued on the caller's stream (the call and the copy of its outputs)"),
                           "statistical": True})
         if not lazy:
-            if guards.reused([out], self.held):
-                flags.append(flag("OUTPUT_REPLAY", "the output buffer of an earlier call was returned again"))
+            replayed = guards.reused([out], self.held)
+            if replayed:
+                flags.append(flag("OUTPUT_REPLAY", replayed))
             self.last_output = out
             self.held.append(out)
             if guards.aliases(out, g.inputs):

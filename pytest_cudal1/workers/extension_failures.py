@@ -6,7 +6,9 @@ Most CUDA-L1 kernels wrap ``load_inline`` in ``try/except`` and fall back to PyT
 ``AT_CUDA_CHECK``, which torch 2.11 removed. Each then ran its fallback, and was judged OK at 1.00x with nothing
 to say that its kernel never ran. ``install`` wraps ``load_inline`` and ``load`` in the candidate worker, before
 any candidate code. A build that raises is noted, and the error is raised again, so the candidate sees what it
-would see anywhere. The judge puts the notes in the record: a warning, never a verdict.
+would see anywhere. The judge puts the notes in the record: a warning, never a verdict. One note per extension,
+with the first error and the number of attempts: one release record retried its build at every call, and its
+verdict repeated the same failure 18 times (H100, session 25), the later ones only the missing ``.so``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import functools
 import re
 from typing import Any
 
-FAILED: list[dict[str, str]] = []  # {"extension", "error"} per build that raised, in order
+FAILED: list[dict[str, Any]] = []  # {"extension", "error", "attempts"} per extension whose build raised, in order
 
 
 def _first_error(exc: BaseException) -> str:
@@ -24,6 +26,16 @@ def _first_error(exc: BaseException) -> str:
     found = re.search(r"error: ?([^\n]*)", text)
     line = found.group(1) if found else (text.splitlines() or [type(exc).__name__])[0]
     return line.strip()[:200]
+
+
+def _note(extension: str, exc: BaseException) -> None:
+    """The first failure of ``extension`` is its error; a later one only counts (it often fails on the first's
+    leftovers, e.g. a ``.so`` that was never written)."""
+    for failure in FAILED:
+        if failure["extension"] == extension:
+            failure["attempts"] += 1
+            return
+    FAILED.append({"extension": extension, "error": _first_error(exc), "attempts": 1})
 
 
 def install() -> None:
@@ -39,8 +51,7 @@ def install() -> None:
             try:
                 return __original(*args, **kwargs)
             except Exception as exc:
-                FAILED.append({"extension": str(kwargs.get("name", args[0] if args else "?")),
-                               "error": _first_error(exc)})
+                _note(str(kwargs.get("name", args[0] if args else "?")), exc)
                 raise
 
         functools.update_wrapper(noted, original)

@@ -69,6 +69,12 @@ def aliases(out: Any, inputs: list[Any]) -> bool:
     return False
 
 
+# Bytes per block of the checks that scan a whole output in the candidate's worker (``same_values``,
+# ``poisoned_words``): their temporaries are the harness's, charged to the candidate's memory. Whole-size, an
+# int64 count of a 6.4 GB output's mask asked for 12.8 GB and an honest candidate got OUT_OF_MEMORY (H100).
+SCAN_BYTES = 1 << 26
+
+
 def same_values(a: Any, b: Any) -> bool:
     """Bitwise equality of two outputs (NaN payloads included)."""
     ta, tb = list(tensors(a)), list(tensors(b))
@@ -77,7 +83,8 @@ def same_values(a: Any, b: Any) -> bool:
     for x, y in zip(ta, tb):
         if x.shape != y.shape or x.dtype != y.dtype:
             return False
-        if x.numel() and not torch.equal(_bytes(x), _bytes(y)):
+        bx, by = _bytes(x), _bytes(y)
+        if not all(torch.equal(bx[i:i + SCAN_BYTES], by[i:i + SCAN_BYTES]) for i in range(0, bx.numel(), SCAN_BYTES)):
             return False
     return True
 
@@ -219,9 +226,13 @@ def poisoned_words(out: Any) -> int:
     count = 0
     for t in tensors(out):
         raw = _bytes(t)
-        if raw.numel() >= 4:
-            words = raw[: raw.numel() // 4 * 4].view(torch.int32)
-            count += int(((words & ~QUIET_BIT) == POISON_WORD).sum() + (words == MALLOC_FRESH_WORD).sum())
+        words = raw[: raw.numel() // 4 * 4].view(torch.int32)
+        found = torch.zeros((), dtype=torch.int64, device=words.device)  # read back once per tensor
+        for i in range(0, words.numel(), SCAN_BYTES // 4):
+            block = words[i:i + SCAN_BYTES // 4]
+            found += torch.count_nonzero((block & ~QUIET_BIT) == POISON_WORD)
+            found += torch.count_nonzero(block == MALLOC_FRESH_WORD)
+        count += int(found)
     return count
 
 
@@ -300,17 +311,27 @@ def overrun(slots: list[Slot]) -> str | None:
     return None
 
 
-def reused(outs: list[Any], held: Iterable[Any], exempt: set[int] | None = None) -> bool:
-    """Does any of ``outs`` share storage with another, or with a ``held`` earlier output?
+def reused(outs: list[Any], held: Iterable[Any], exempt: set[int] | None = None) -> str | None:
+    """Why ``outs`` are not their call's own, if they are not: one shares storage with another or with a ``held``
+    earlier output, or an earlier output can no longer be read. Torch's CUDA-graph trees make an output's storage
+    raise once a later replay overwrote it (``torch.compile(mode="reduce-overhead")`` returned without a clone:
+    L2/91 of CUDA-L1's release, which crashed this check instead of being named).
     ``exempt``: storages that may repeat (input sets', when the reference returns views of its inputs)."""
     exempt = exempt or set()
-    seen = set().union(*(storage_ptrs(o) for o in held)) - exempt
+    seen: set[int] = set()
+    for o in held:
+        try:
+            seen |= storage_ptrs(o)
+        except RuntimeError as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            return f"an earlier call's output was overwritten by a later call (reading it raised: {first})"
+    seen -= exempt
     for o in outs:
         ptrs = storage_ptrs(o) - exempt
         if ptrs & seen:
-            return True
+            return "the output buffer of an earlier call was returned again"
         seen |= ptrs
-    return False
+    return None
 
 
 class Guarded:

@@ -411,8 +411,9 @@ class TimedLoop:
         inputs = {s.buffer.untyped_storage().data_ptr() for s in slots}
         if graphed:  # a graph writes the same buffers on every replay; within one sample the calls need their own
             self.held.clear()
-        if guards.reused(outs, self.held, inputs if aliasing_allowed else None):
-            problems.append(("OUTPUT_REPLAY", "the same output buffer was returned for two different calls"))
+        replayed = guards.reused(outs, self.held, inputs if aliasing_allowed else None)
+        if replayed:
+            problems.append(("OUTPUT_REPLAY", f"in a timed call: {replayed}"))
         if not aliasing_allowed and inputs & set().union(*map(guards.storage_ptrs, outs)):
             problems.append(("OUTPUT_ALIASES_INPUT", "a timed call's output shares storage with an input"))
         overrun = guards.overrun(slots)

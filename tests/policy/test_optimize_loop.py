@@ -287,3 +287,29 @@ def test_training_after_the_optimizer_starts_from_its_exemplars(optimized, tmp_p
     bad = run_pytest(root, "--cudal1-optimize", f"--cudal1-tasks={tasks}", f"--cudal1-cache-dir={cache}",
                      f"--cudal1-train={tmp_path / 'nope.toml'}")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR and "--cudal1-train:" in bad.stderr.str()
+
+
+def test_a_release_given_to_import_is_where_a_ledgers_code_is_found(tmp_path: Path) -> None:
+    """A release judged from a copy that is gone (a GPU machine's temporary folder): its ledger's code is found again
+    in the release named beside it; without it the records are counted as without code."""
+    from policy_records import TASK, code, record
+    from pytest_cudal1 import ledger
+    from pytest_cudal1.records import JudgedRecord
+
+    release, source = tmp_path / "release" / "a100.jsonl", code("released")
+    release.parent.mkdir()
+    release.write_text(json.dumps({"level_id": 1, "task_id": 7, "custom_code": source, "op_name": "scaled_relu",
+                                   "ref_code": TASK.source}) + "\n")
+    judged_from = TASK.__class__(1, 7, "7_scaled_relu", TASK.source, "/tmp/gone/release-todo.jsonl:1")
+    ledger.append(tmp_path / "judged.jsonl", JudgedRecord.from_json(
+        record(source, task=judged_from, origin="/tmp/gone/release-todo.jsonl:1")))
+    write_task(tmp_path / "tasks", 1, "1_relu")
+    common = ("--cudal1-optimize", "--collect-only", f"--cudal1-tasks={tmp_path / 'tasks'}")
+    alone = run_pytest(tmp_path, *common, "--cudal1-db=alone.sqlite", "--cudal1-import=judged.jsonl")
+    assert "imported" in alone.stdout.str() and "0 record(s) stored, 1 without their code" in alone.stdout.str()
+    found = run_pytest(tmp_path, *common, "--cudal1-db=found.sqlite", "--cudal1-import=judged.jsonl,release/a100.jsonl")
+    text = found.stdout.str()
+    assert "1 record(s) stored, 0 without their code" in text and "imported" in text and "a100.jsonl:" not in text
+    with ExemplarDB(tmp_path / "found.sqlite") as db:
+        (row,) = db.all()
+    assert row.code == source and row.speedup == 1.5

@@ -17,7 +17,11 @@ def _cudart():
     return ctypes.CDLL("libcudart.so")
 
 
-_cudart().cudaDeviceSetLimit(0x06, ctypes.c_size_t(32 << 20))  # cudaLimitPersistingL2CacheSize
+# As large as the device allows, at most 32 MiB: 32 MiB is over the H100's maximum, where the call failed and its
+# sticky error made the candidate a CUDA_ERROR instead (session 25).
+_max = ctypes.c_int(0)
+_cudart().cudaDeviceGetAttribute(ctypes.byref(_max), 108, torch.cuda.current_device())  # MaxPersistingL2CacheSize
+_cudart().cudaDeviceSetLimit(0x06, ctypes.c_size_t(min(32 << 20, _max.value)))  # cudaLimitPersistingL2CacheSize
 
 
 class ModelNew(nn.Module):
