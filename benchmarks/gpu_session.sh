@@ -25,7 +25,8 @@
 # release, the release itself being where the ledgers' code is found;
 # --cudal1-policy=builtin?steps=compile_default,cuda_graph for the two baselines and their combination without
 # max-autotune's minutes-long compiles; --cudal1-task-budget=0, since one judgment takes 22-50 s on an H100 and the
-# default 30 s stopped 7 of 8 tasks after their first candidate, session 25); ledger, exemplar database, output
+# default 30 s stopped 7 of 8 tasks after their first candidate, session 25), OPT_TIMEOUT seconds before it is
+# interrupted (what was judged kept, the final table printed; 0: no limit); ledger, exemplar database, output
 # folder and report.
 # train: benchmarks/train_smoke.py (a tiny model trained on the judge's GPU rewards for KernelBench L2/12, read
 # from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
@@ -116,7 +117,7 @@ PY
             done >"$stage/release-ninja-logs.txt" 2>/dev/null
             tar -C /tmp/cudal1-cache -czf "$stage/release-worker-logs.tar.gz" logs 2>/dev/null ;;
         optimize)
-            python3 -m pytest "${common[@]}" --cudal1-optimize --cudal1-tasks=.device/kb_optimize.jsonl \
+            timeout -s INT "${OPT_TIMEOUT:-0}" python3 -m pytest "${common[@]}" --cudal1-optimize --cudal1-tasks=.device/kb_optimize.jsonl \
                 -k "${OPT_SELECT:-L}" --cudal1-time-budget="${KB_BUDGET:-2}" ${OPT_ARGS:-} \
                 --cudal1-ledger="$stage/optimize-ledger.jsonl" --cudal1-db="$stage/exemplars.sqlite" \
                 --cudal1-out="$stage/optimized" --cudal1-html="$stage/optimize-report.html" >>"$stage/optimize.log" 2>&1 ;;

@@ -1,9 +1,12 @@
-"""How fast one tensor crosses a controller<->worker pipe, with Linux's default and with widened pipes.
+"""How fast one tensor goes from one worker through the controller to another, as a trial's inputs and outputs do.
 
     python benchmarks/pipe_throughput.py --out results.json
 
-A child process sends a 268 MB float32 tensor five times over ``wire.Channel``;
-the parent times each ``recv``. This backs ``workers.process.PIPE_BYTES``.
+A sender process sends a 268 MB float32 tensor over ``wire.Channel``; the controller receives it undecoded
+(``raw``) and relays it to a receiver process, which decodes it and answers. Each transfer is timed from the
+controller's cue to the receiver's answer, five times, the first (start-up) left out. Three ways: Linux's
+default pipes, pipes widened to ``workers.process.PIPE_BYTES``, and widened pipes with a bulk folder (the
+bytes in a tmpfs file, only its name in the pipes: ``pytest_cudal1.bulk``).
 """
 
 from __future__ import annotations
@@ -21,47 +24,68 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pytest_cudal1 import bulk  # noqa: E402
 from pytest_cudal1.wire import Channel  # noqa: E402
 from pytest_cudal1.workers.process import PIPE_BYTES, _widen  # noqa: E402
 
 NUMEL = 8192 * 8192
 SENDS = 5
-SENDER = f"""
-import sys, torch
+CHILD = f"""
+import os, sys, torch
 from pytest_cudal1.wire import Channel
-ch = Channel(-1, int(sys.argv[1]))
+ch = Channel(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] or None)
 x = torch.randn({NUMEL})
-for _ in range({SENDS}):
-    ch.send("ok", x)
+while True:
+    kind, body = ch.recv()
+    if kind == "exit":
+        break
+    ch.send("ok", x if kind == "go" else int(body.numel()))
 """
 
 
-def measure(widen: bool) -> list[float]:
-    r, w = os.pipe()
+def child(folder: str | None, widen: bool) -> tuple[subprocess.Popen, Channel]:
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
     if widen:
-        _widen(w)
-    child = subprocess.Popen([sys.executable, "-c", SENDER, str(w)], pass_fds=(w,), cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-    os.close(w)
-    channel = Channel(r, -1)
+        _widen(to_w)
+        _widen(from_w)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(to_r), str(from_w), folder or ""],
+                            pass_fds=(to_r, from_w), cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    os.close(to_r)
+    os.close(from_w)
+    return proc, Channel(from_r, to_w, folder)
+
+
+def measure(folder: str | None, widen: bool) -> list[float]:
+    (sender, tx), (receiver, rx) = child(folder, widen), child(folder, widen)
     times = []
     for _ in range(SENDS):
         t0 = time.perf_counter()
-        channel.recv(600)
+        tx.send("go")
+        _, relayed = tx.recv(600, raw=True)
+        rx.send("data", relayed)
+        _, numel = rx.recv(600)
         times.append(time.perf_counter() - t0)
-    child.wait()
-    os.close(r)
-    return times[1:]  # the first includes the sender's start-up
+        assert numel == NUMEL
+        del relayed
+    for proc, channel in ((sender, tx), (receiver, rx)):
+        channel.send("exit")
+        proc.wait()
+        channel.close()
+    return times[1:]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    result = {"bytes": NUMEL * 4, "host": platform.node(), "cpus": os.cpu_count(), "pipe_bytes": PIPE_BYTES}
-    for label, widen in (("default_pipe", False), ("widened_pipe", True)):
-        times = measure(widen)
-        result[label] = {"recv_s": times, "median_s": statistics.median(times),
+    folder = bulk.controller_folder()
+    result = {"bytes": NUMEL * 4, "host": platform.node(), "cpus": os.cpu_count(), "pipe_bytes": PIPE_BYTES,
+              "bulk_folder": folder}
+    ways = [("default_pipe", None, False), ("widened_pipe", None, True)] + ([("bulk_file", folder, True)] if folder else [])
+    for label, where, widen in ways:
+        times = measure(where, widen)
+        result[label] = {"relay_s": times, "median_s": statistics.median(times),
                          "gb_per_s": NUMEL * 4 / statistics.median(times) / 1e9}
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

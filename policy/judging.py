@@ -48,7 +48,7 @@ class JudgingSession:
 
     def __init__(self, judge: Any, ledger_path: Path, db: ExemplarDB | None, candidates_root: Path,
                  on_record: Callable[[JudgedRecord], None] | None = None,
-                 on_judging: Callable[[str, Candidate], None] | None = None) -> None:
+                 on_judging: Callable[[str, Candidate], None] | None = None, next_task: Task | None = None) -> None:
         self.judge = judge
         self.ledger_path = ledger_path
         self.db = db
@@ -56,17 +56,21 @@ class JudgingSession:
         self.on_record = on_record  # e.g. the pytest session: summary, report and benchmark rows
         self.on_judging = on_judging  # (item id, candidate) before each judgment: progress lines name it
         self.exemplar_ids: dict[str, int] = {}  # candidate_sha256 -> its database row, for a child's parents
+        # The task judged after this one (the optimizer's next item): its reference worker starts and loads while
+        # the last attempt of a round is judged, instead of at its first judgment (7-11 s a task on an H100).
+        self.next_task = next_task
 
     @classmethod
     def standalone(cls, workdir: Path, ledger_path: Path, db: ExemplarDB | None, seed: int = 0,
-                   **judge_settings: Any) -> "JudgingSession":
+                   next_task: Task | None = None, **judge_settings: Any) -> "JudgingSession":
         """A session outside pytest (the trainer): a ``Judge`` with ``JudgeConfig``'s defaults unless given."""
         from pytest_cudal1.builds import BuildPool
         from pytest_cudal1.judge import Judge, JudgeConfig
 
         cfg = JudgeConfig(seed=seed, workdir=workdir, **judge_settings)
         builds = BuildPool(workdir, cfg.compile_timeout, environment.gpu_facts().get("compute_capability"))
-        return cls(Judge(cfg, builds, environment.has_gpu()), ledger_path, db, workdir / "candidates")
+        return cls(Judge(cfg, builds, environment.has_gpu()), ledger_path, db, workdir / "candidates",
+                   next_task=next_task)
 
     def close(self) -> None:
         self.judge.close()
@@ -93,7 +97,8 @@ class JudgingSession:
             if cand is not None and self.on_judging is not None:
                 self.on_judging(f"{task.id}::{attempt.name}", cand)
             upcoming = next(((task, c) for c in candidates[i + 1:] if c is not None), None)
-            record = self._no_code(task, attempt) if cand is None else self.judge.judge(task, cand, upcoming)
+            record = self._no_code(task, attempt) if cand is None else \
+                self.judge.judge(task, cand, upcoming, self.next_task)
             record.origin = dict(attempt.origin)
             self._keep(task, record, cand)
             records.append(record)

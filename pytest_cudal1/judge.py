@@ -88,12 +88,14 @@ class Judge:
                              env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)),
                              preload=preloaded(candidate.backend))
 
-    def prefetch(self, upcoming: tuple[Task, Candidate] | None) -> None:
+    def prefetch(self, upcoming: tuple[Task, Candidate] | None, next_task: Task | None = None) -> None:
         """Start the next item's workers (``spares``): at collection for the first item, and once an item's
         reference is probed for the one after it (the free memory the probe reads is taken with only this
-        item's workers up)."""
+        item's workers up). With no next pair known, ``next_task``'s reference alone."""
         if upcoming is not None and self.unavailable(upcoming[1]) is None:
             self.spares.prefetch(*upcoming)
+        elif upcoming is None and next_task is not None:
+            self.references.prefetch(next_task)
 
     def unavailable(self, candidate: Candidate) -> str | None:
         """Why this machine cannot run the candidate's backend, or None."""
@@ -110,8 +112,10 @@ class Judge:
                     return f"backend {backend!r} needs the {module!r} package, which is not installed"
         return None
 
-    def judge(self, task: Task, candidate: Candidate, upcoming: tuple[Task, Candidate] | None = None) -> JudgedRecord:
-        """Judge one pair; ``upcoming`` (the next pair) lets its worker start while this one finishes."""
+    def judge(self, task: Task, candidate: Candidate, upcoming: tuple[Task, Candidate] | None = None,
+              next_task: Task | None = None) -> JudgedRecord:
+        """Judge one pair; ``upcoming`` (the next pair) lets its worker start while this one finishes, and without
+        one, ``next_task`` (the optimizer's next task, its candidates not written yet) its reference."""
         record = JudgedRecord(
             task_id=task.id, level=task.level, problem_id=task.problem_id, task_name=task.name,
             candidate_name=candidate.name, candidate_sha256=candidate.sha256, candidate_origin=candidate.origin,
@@ -148,11 +152,11 @@ class Judge:
                 return record
             finally:
                 record.warm_start["reference"] = self.references.start
-            self.prefetch(upcoming)
+            self.prefetch(upcoming, next_task)
             record.verdict = self._run(task, candidate, reference, worker, record, phase, screen)
         finally:
             worker.close()
-            self.prefetch(upcoming)  # the item ended before its reference was up: start them now
+            self.prefetch(upcoming, next_task)  # the item ended before its reference was up: start them now
             self.spares.to_device()  # an item that ended before timing asks for it here
         record.global_flags_set = sorted(screen.accepted)
         record.reward_measure = self.cfg.speedup

@@ -263,10 +263,13 @@ class OptimizeItem(pytest.Item):
         judge = state.judge()
         facts = environment.describe()
         gpu = gpu_of({"environment": facts, "device": "cuda" if judge.gpu else "cpu"})
+        items = [i for i in self.session.items if isinstance(i, OptimizeItem)]
+        at = items.index(self)
+        following = items[at + 1].task if at + 1 < len(items) else None
         session = JudgingSession(
             judge, state.ledger_path, opt.db([], state.cache_dir),
             state.cache_dir / "optimizer" / opt.run_stamp, on_record=self._keep,
-            on_judging=state.progress.item)
+            on_judging=state.progress.item, next_task=following)
         backend = opt.backend()
         optimizer = TaskOptimizer(self.task, backend, session, opt.db([], state.cache_dir), PromptBuilder(),
                                   opt.out, opt.settings, gpu, facts.get("gpu") or "the CPU",

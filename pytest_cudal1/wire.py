@@ -1,7 +1,9 @@
 """The channel between the controller and its workers: data only, never pickles.
 
 A frame is a little-endian u32 header length, a UTF-8 JSON header, then the raw
-bytes of each tensor (u64 length + bytes). Values are JSON scalars, lists, and
+bytes of each tensor (u64 length + bytes), or for a large one on a channel with a
+bulk folder the length with its top bit set and the name of a file holding the
+bytes (u16 name length + name; ``bulk``). Values are JSON scalars, lists, and
 three tagged nodes: ``{"tensor": ...}``, ``{"tuple": [...]}``, ``{"dict": {...}}``.
 Decoding builds nothing but those, so a candidate worker can make the
 controller read wrong numbers at worst, never run code. Anything else a worker
@@ -21,11 +23,15 @@ import struct
 import time
 from typing import Any
 
+from pytest_cudal1 import bulk
+from pytest_cudal1.bulk import BulkError, BulkFile
+
 MAX_HEADER = 64 * 1024 * 1024
-MAX_BUFFER = 64 * 1024**3
+MAX_BUFFER = bulk.MAX_BUFFER
+BULK_FLAG = 1 << 63  # a buffer's length with this bit set: its bytes are in the named file
 LAZY_BUFFER = 1 << 20  # buffers from this size on are received into an anonymous mapping (``_read_exact``)
 # What a frame's tensor bytes may be: recv's buffers, and views of the host copies encode makes.
-Buffer = bytes | bytearray | memoryview | mmap.mmap
+Buffer = bytes | bytearray | memoryview | mmap.mmap | BulkFile
 
 
 class ChannelClosed(Exception):
@@ -38,6 +44,11 @@ class ChannelTimeout(Exception):
 
 class ProtocolError(Exception):
     """The other end sent bytes that are not a well-formed frame."""
+
+
+class BadFile(ProtocolError):
+    """A frame, read whole, names a bulk file that is missing, of another size or changed after it was sent:
+    the channel is still in step, so a worker can answer it with an error instead of dying."""
 
 
 class Raw:
@@ -165,6 +176,8 @@ def _decode_tensor(meta: dict[str, Any], buffers: list[Buffer], check_only: bool
     if not 0 <= index < len(buffers):
         raise ProtocolError(f"tensor names buffer {index} of {len(buffers)}")
     raw = buffers[index]
+    if isinstance(raw, BulkFile) and not check_only:
+        raw = raw.read()
     count = 1
     for s in shape:
         count *= s
@@ -185,24 +198,43 @@ def _decode_tensor(meta: dict[str, Any], buffers: list[Buffer], check_only: bool
 # ----------------------------------------------------------------- framing ---
 
 class Channel:
-    """One direction-pair of pipes; ``send``/``recv`` whole frames."""
+    """One direction-pair of pipes; ``send``/``recv`` whole frames. With ``bulk_folder`` (the controller's
+    ``bulk.controller_folder()``, shared with its workers) large buffers travel as files there; ``map_files``
+    maps received files instead of copying them (``bulk.read``: for a receiver whose senders are trusted)."""
 
-    def __init__(self, read_fd: int, write_fd: int) -> None:
+    def __init__(self, read_fd: int, write_fd: int, bulk_folder: str | None = None, map_files: bool = False) -> None:
         self.read_fd = read_fd
         self.write_fd = write_fd
+        self.bulk_folder = bulk_folder
+        self.map_files = map_files
 
     def send(self, kind: str, body: Any = None) -> None:
         buffers: list[Buffer] = []
         header = json.dumps({"kind": kind, "body": encode(body, buffers), "nbuf": len(buffers)}).encode()
-        parts = [struct.pack("<I", len(header)), header]
+        parts: list[Buffer] = [struct.pack("<I", len(header)), header]
         for b in buffers:
-            parts.append(struct.pack("<Q", len(b)))
-            parts.append(b)
+            try:
+                name = self._as_file(b)
+                data = b.read() if isinstance(b, BulkFile) and name is None else b
+            except BulkError as exc:  # a relayed file its sender took back: nothing is written, the channel in step
+                raise BadFile(str(exc)) from None
+            if name is None:
+                parts += [struct.pack("<Q", len(b)), data]
+            else:
+                parts += [struct.pack("<QH", len(b) | BULK_FLAG, len(name)), name.encode()]
         for part in parts:
             view = memoryview(part)
             while view:
                 n = os.write(self.write_fd, view)
                 view = view[n:]
+
+    def _as_file(self, b: Buffer) -> str | None:
+        """The name of a file the receiver will find ``b`` in, or None to send it inline."""
+        if isinstance(b, BulkFile):
+            return b.link() if self.bulk_folder == b.folder else None
+        if self.bulk_folder is None or len(b) < bulk.BULK_BYTES:
+            return None
+        return bulk.write(self.bulk_folder, memoryview(b))
 
     def recv(self, timeout: float | None = None, raw: bool = False) -> tuple[str, Any]:
         """Read one frame; raise ChannelTimeout, ChannelClosed or ProtocolError.
@@ -218,12 +250,19 @@ class Channel:
             kind, body, nbuf = str(header["kind"]), header["body"], int(header["nbuf"])
         except (ValueError, KeyError, TypeError) as exc:
             raise ProtocolError(f"bad header: {exc}") from None
-        buffers = []
+        buffers: list[Any] = []
         for _ in range(nbuf):
             (blen,) = struct.unpack("<Q", self._read_exact(8, deadline))
-            if blen > MAX_BUFFER:
+            if blen & BULK_FLAG:
+                if self.bulk_folder is None:
+                    raise ProtocolError("a bulk file named on a channel without a bulk folder")
+                (nlen,) = struct.unpack("<H", self._read_exact(2, deadline))
+                buffers.append((self._read_exact(nlen, deadline).decode("ascii", "replace"), blen & ~BULK_FLAG))
+            elif blen > MAX_BUFFER:
                 raise ProtocolError(f"buffer of {blen} bytes")
-            buffers.append(self._read_exact(blen, deadline))
+            else:
+                buffers.append(self._read_exact(blen, deadline))
+        buffers = self._files(buffers, raw)
         try:
             if raw:
                 decode(body, buffers, check_only=True)
@@ -233,6 +272,20 @@ class Channel:
             raise
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
             raise ProtocolError(f"malformed body: {type(exc).__name__}: {exc}") from None
+
+    def _files(self, buffers: list[Any], raw: bool) -> list[Buffer]:
+        """The frame's (name, length) entries as the bytes they name, or, relayed, as ``BulkFile``s unread.
+        Runs after the whole frame is read: a bad file leaves the channel in step (``BadFile``)."""
+        named = [b for b in buffers if isinstance(b, tuple)]
+        if not named:
+            return buffers
+        try:
+            return [b if not isinstance(b, tuple) else BulkFile(self.bulk_folder, *b) if raw
+                    else bulk.read(self.bulk_folder, *b, mapped=self.map_files) for b in buffers]
+        except BulkError as exc:
+            for name, length in named:  # the others named in the frame go too: nothing is left behind
+                bulk.discard(self.bulk_folder, name)
+            raise BadFile(str(exc)) from None
 
     def _read_exact(self, n: int, deadline: float | None) -> bytearray | mmap.mmap:
         """``n`` bytes read straight into one buffer: no chunk list joined and copied again (the pipe

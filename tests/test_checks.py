@@ -325,6 +325,35 @@ def test_whole_output_scans_in_blocks_find_what_one_pass_finds(monkeypatch: pyte
             assert guards.same_values(out, out.clone()) and not guards.same_values(out, other)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bool, torch.int64], ids=str)
+def test_the_after_return_digest_sees_any_changed_bit_and_blocks_that_trade_places(
+        monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype) -> None:
+    """``guards.snapshot`` digests the output's bits instead of copying it (a 6.4 GB copy was the allocation that
+    ran an honest candidate out of memory on the H100): equal bits give equal digests, and one flipped bit, in
+    any block or in the tail bytes, or two blocks swapped, give another, wherever the blocks split."""
+    from pytest_cudal1.workers import guards
+
+    torch.manual_seed(5)
+    size = torch.empty((), dtype=dtype).element_size()
+    raw = torch.randint(0, 2, (1003 * size,), dtype=torch.uint8) if dtype is torch.bool else \
+        torch.randint(0, 256, (1003 * size,), dtype=torch.uint8)
+    out = raw.view(dtype)
+    for words in (2, 16, 1 << 20):
+        monkeypatch.setattr(guards, "DIGEST_WORDS", words)
+        scan = 4 * words
+        digest = guards.snapshot([out, out[:3]])
+        assert len(digest) == 2 and guards.settled(digest, [out.clone(), out[:3].clone()], set())
+        for at in (0, 5, raw.numel() // 2, raw.numel() - 1):
+            other = out.clone()
+            other.view(-1).view(torch.uint8)[at] ^= 4
+            assert not guards.settled(digest, [other, out[:3]], set())
+        if raw.numel() >= 2 * scan:
+            swapped = out.clone()
+            b = swapped.view(-1).view(torch.uint8)
+            b[:scan], b[scan:2 * scan] = raw[scan:2 * scan].clone(), raw[:scan].clone()
+            assert not torch.equal(b, raw) and not guards.settled(digest, [swapped, out[:3]], set())
+
+
 class _Overwritten(torch.Tensor):
     """What torch's CUDA-graph trees make of an output a later replay overwrote: reading its storage raises."""
 

@@ -9,6 +9,7 @@ tuples and dicts.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -19,7 +20,12 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError, Raw, Unsupported, decode, encode
+from pytest_cudal1 import bulk
+from pytest_cudal1.bulk import BulkFile
+from pytest_cudal1.reasons import Reason
+from pytest_cudal1.wire import (BULK_FLAG, BadFile, Channel, ChannelClosed, ChannelTimeout, ProtocolError, Raw,
+                                Unsupported, decode, encode)
+from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
           torch.int32, torch.int64, torch.bool, torch.complex64]
@@ -331,3 +337,138 @@ def test_encode_never_pickles() -> None:
     assert tree["dict"]["x"] == {"unsupported": "Custom"}
     assert len(buffers) == 1 and len(buffers[0]) == 4
     assert decode(tree, buffers)["t"].dtype == torch.bfloat16
+
+
+# ------------------------------------------------------------- bulk files ---
+
+@pytest.fixture
+def bulk_pipe(tmp_path):
+    """(writer, reader) channels sharing a bulk folder, as a controller and its workers do."""
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    tx, rx = Channel(r2, w1, str(tmp_path)), Channel(r1, w2, str(tmp_path))
+    yield tx, rx, tmp_path
+    tx.close()
+    rx.close()
+
+
+def bulk_entry(name: str, length: int) -> bytes:
+    return struct.pack("<QH", length | BULK_FLAG, len(name)) + name.encode()
+
+
+def test_a_large_buffer_travels_as_a_file_not_through_the_pipe(bulk_pipe) -> None:
+    """A 64 MB tensor is sent with no reader on the other end (the pipe holds 64 KiB): only its file's name
+    crossed it. The receiver's copy is bit-exact, and the file is gone once read."""
+    tx, rx, folder = bulk_pipe
+    big = sample(torch.float32, (4096, 4096))
+    small = sample(torch.int64, (3,))
+    tx.send("ok", {"big": big, "small": small})
+    assert len(list(folder.iterdir())) == 1
+    kind, got = rx.recv(timeout=30)
+    assert kind == "ok" and torch.equal(raw_bytes(got["big"]), raw_bytes(big))
+    assert torch.equal(got["small"], small)
+    assert list(folder.iterdir()) == []
+
+
+def test_a_relayed_file_reaches_each_receiver_and_is_gone_after(bulk_pipe) -> None:
+    """The controller relays a worker's file unread, to the same receiver twice (a trial repeated on the same
+    inputs): each send links its own name; the controller's name goes when its ``Raw`` does."""
+    tx, rx, folder = bulk_pipe
+    big = sample(torch.bfloat16, (1024, 1024))
+    tx.send("ok", (big,))
+    kind, relayed = rx.recv(timeout=30, raw=True)
+    assert isinstance(relayed.buffers[0], BulkFile) and len(list(folder.iterdir())) == 1
+    for _ in range(2):
+        rx.send("run", {"inputs": relayed})
+        kind, got = tx.recv(timeout=30)
+        assert kind == "run" and torch.equal(raw_bytes(got["inputs"][0]), raw_bytes(big))
+    assert len(list(folder.iterdir())) == 1
+    del relayed
+    gc.collect()
+    assert list(folder.iterdir()) == []
+
+
+def test_without_room_for_a_file_the_bytes_go_inline(tmp_path) -> None:
+    """A sender whose folder cannot take the file (here: it is gone) sends the bytes through the pipe."""
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    tx, rx = Channel(r2, w1, str(tmp_path / "missing")), Channel(r1, w2, str(tmp_path))
+    try:
+        big = sample(torch.float64, (512, 512))
+        assert torch.equal(raw_bytes(roundtrip(tx, rx, big)), raw_bytes(big))
+    finally:
+        tx.close()
+        rx.close()
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "x", "", "1-abcdefabcdef-1/../../y"])
+def test_a_file_name_the_harness_would_not_make_is_refused(bulk_pipe, name: str) -> None:
+    tx, rx, folder = bulk_pipe
+    frame = raw_frame({"kind": "ok", "nbuf": 1, "body": {"tensor": {"dtype": "uint8", "shape": [4], "buf": 0}}})
+    os.write(tx.write_fd, frame + bulk_entry(name, 4))
+    with pytest.raises(BadFile, match="not one the harness makes"):
+        rx.recv(timeout=5)
+    tx.send("ok", 7)  # the frame was read whole: the channel is still in step
+    assert rx.recv(timeout=5) == ("ok", 7)
+
+
+def test_a_file_changed_after_it_was_relayed_fails_its_reader_not_the_controller(bulk_pipe) -> None:
+    """A sender that cuts its file short after the controller checked it: the receiver refuses it (BadFile,
+    which a worker answers as an error) instead of reading past its end."""
+    tx, rx, folder = bulk_pipe
+    tx.send("ok", sample(torch.float32, (512, 1024)))
+    kind, relayed = rx.recv(timeout=30, raw=True)
+    (path,) = folder.iterdir()
+    os.truncate(path, 100)
+    rx.send("check", {"outputs": relayed})
+    with pytest.raises(BadFile, match="holds 100 bytes"):
+        tx.recv(timeout=5)
+    tx.send("ok", sample(torch.float32, (512, 1024)))  # cut short before the controller's check: refused there
+    (path,) = [p for p in folder.iterdir() if p.stat().st_size > 100]
+    os.truncate(path, 100)
+    with pytest.raises(BadFile, match="holds 100 bytes"):
+        rx.recv(timeout=5, raw=True)
+
+
+def test_a_relayed_file_its_sender_took_back_fails_the_relay_not_the_channel(bulk_pipe) -> None:
+    tx, rx, folder = bulk_pipe
+    tx.send("ok", sample(torch.float32, (512, 1024)))
+    _, relayed = rx.recv(timeout=30, raw=True)
+    (path,) = folder.iterdir()
+    os.unlink(path)
+    with pytest.raises(BadFile, match="No such file"):
+        rx.send("check", {"outputs": relayed})
+    rx.send("ok", 3)  # nothing of the failed frame was written
+    assert tx.recv(timeout=5) == ("ok", 3)
+
+
+def test_a_worker_answers_a_request_naming_a_bad_file_and_goes_on(tmp_path) -> None:
+    """A real reference worker sent a request whose file is gone: PROTOCOL_VIOLATION for that request, and the
+    worker answers the next one."""
+    worker = WorkerProcess("reference", tmp_path / "r.log")
+    try:
+        frame = raw_frame({"kind": "check", "nbuf": 1,
+                           "body": {"tensor": {"dtype": "uint8", "shape": [1 << 20], "buf": 0}}})
+        os.write(worker.channel.write_fd, frame + bulk_entry(bulk.fresh_name(), 1 << 20))
+        worker.outstanding.append("check")
+        with pytest.raises(WorkerFailure, match="bulk file") as failed:
+            worker.finish_request(60)
+        assert failed.value.reason is Reason.PROTOCOL_VIOLATION
+        assert worker.request("ready", None, 60)["preloaded"] == []
+    finally:
+        worker.close()
+
+
+def test_a_trusted_senders_file_is_mapped_not_copied(bulk_pipe) -> None:
+    """The candidate's worker maps what the reference and the controller wrote: the same bytes, the file unlinked,
+    and what the receiver writes into its tensor stays in its own copy-on-write pages."""
+    tx, rx, folder = bulk_pipe
+    rx.map_files = True
+    big = sample(torch.float32, (1024, 1024))
+    tx.send("ok", big)
+    _, got = rx.recv(timeout=30)
+    assert torch.equal(raw_bytes(got), raw_bytes(big)) and list(folder.iterdir()) == []
+    got.zero_()
+    tx.send("ok", big)
+    _, again = rx.recv(timeout=30)
+    assert torch.equal(raw_bytes(again), raw_bytes(big))

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pytest_cudal1 import bulk
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.wire import Channel, ChannelClosed, ChannelTimeout, ProtocolError, Raw, decode
 
@@ -26,6 +27,7 @@ ERROR_KIND_REASONS = {
     "cuda": Reason.CUDA_ERROR,
     "exit": Reason.EARLY_EXIT,
     "python": Reason.RUNTIME_ERROR,
+    "bulk": Reason.PROTOCOL_VIOLATION,  # a request named a bulk file that was gone or changed (``wire.BadFile``)
 }
 
 
@@ -100,7 +102,8 @@ class WorkerProcess:
             _widen(fd)
         # Inherited by every descendant, even one that leaves the process group: how strays are found.
         self.token = secrets.token_hex(8)
-        env = {**(env or {}), TOKEN_VAR: self.token, PRELOAD_VAR: ",".join(preload)}
+        folder = bulk.controller_folder()
+        env = {**(env or {}), TOKEN_VAR: self.token, PRELOAD_VAR: ",".join(preload), bulk.FOLDER_VAR: folder or ""}
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", f"pytest_cudal1.workers.{role}", str(to_worker_r), str(from_worker_w)],
@@ -110,7 +113,7 @@ class WorkerProcess:
             )
         os.close(to_worker_r)
         os.close(from_worker_w)
-        self.channel = Channel(from_worker_r, to_worker_w)
+        self.channel = Channel(from_worker_r, to_worker_w, folder)
         self.screen: Callable[[Any], Any] = lambda reply: reply  # the controller's policy on a reply's flags
 
     def request(self, kind: str, body: Any = None, timeout: float | None = None, raw: bool = False) -> Any:

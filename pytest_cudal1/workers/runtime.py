@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from pytest_cudal1.wire import Channel, ChannelClosed
+from pytest_cudal1 import bulk
+from pytest_cudal1.wire import BadFile, Channel, ChannelClosed
 from pytest_cudal1.workers import guards
 from pytest_cudal1.workers.process import PRELOAD_VAR
 from pytest_cudal1.workers.timing_inputs import TimingInputs
@@ -223,8 +224,9 @@ class WarmStart:
                 "cuda_initialized": torch.cuda.is_initialized(), "preloaded": list(self.preloaded)}
 
 
-def serve(handlers: dict[str, Handler]) -> None:
-    """Answer requests until the controller says ``exit`` or closes the pipe.
+def serve(handlers: dict[str, Handler], map_files: bool = False) -> None:
+    """Answer requests until the controller says ``exit`` or closes the pipe. ``map_files``: the candidate's
+    worker maps the large buffers it receives (``wire.Channel``), as only trusted processes wrote them.
 
     A fatal signal (an abort in a C++ extension or in torch) dumps the Python stack into the
     worker's log, so the controller can say where the worker died (``process.crash_site``).
@@ -232,12 +234,15 @@ def serve(handlers: dict[str, Handler]) -> None:
     faulthandler.enable(all_threads=False)
     steady_allocator()
     close_failed_captures()
-    channel = Channel(int(sys.argv[1]), int(sys.argv[2]))
+    channel = Channel(int(sys.argv[1]), int(sys.argv[2]), os.environ.get(bulk.FOLDER_VAR) or None, map_files)
     while True:
         try:
             kind, body = channel.recv()
         except ChannelClosed:
             return
+        except BadFile as exc:  # the frame was read whole: answer it and go on
+            channel.send("error", {"kind": "bulk", "type": "BadFile", "message": str(exc), "traceback": ""})
+            continue
         if kind == "exit":
             return
         try:

@@ -48,6 +48,29 @@ def test_answers_become_candidate_files_ledger_lines_and_exemplars(tmp_path: Pat
     assert [r.code for r in ExemplarDB(tmp_path / "db.sqlite").successes(RELU.sha256, rows[0].gpu)] == [HONEST]
 
 
+def test_the_next_tasks_reference_loads_while_the_last_attempt_is_judged(tmp_path: Path) -> None:
+    """The optimizer's next task (``next_task``): its reference worker is started and loads the task during the
+    current task's last attempt, not when that task's attempts are handed in (then it loaded only while their
+    builds ran, and an H100 waited 7-11 s a task for it); that task's first judgment takes it."""
+    tanh = next(t for t in load_tasks(BUNDLED_TASKS)[0] if t.id != RELU.id and t.level == 1)
+    same = tanh.source.replace("class Model(", "class ModelNew(")
+    origin = {"policy": "test", "round": 1}
+    spares = {}
+    for following in (None, tanh):
+        session = JudgingSession.standalone(tmp_path / "work", tmp_path / "ledger.jsonl", None, trials=2,
+                                            timing=_short_timing(), next_task=following)
+        try:
+            session.judge_attempts(RELU, [Attempt("a0", HONEST, origin)])
+            spare = session.judge.references.spare
+            spares[following is not None] = spare[0] if spare else None
+            (record,) = session.judge_attempts(tanh, [Attempt("b0", same, origin)])
+        finally:
+            session.close()
+        assert record.verdict.reason.value == "OK", record.verdict.message
+        assert record.warm_start["reference"] == "loaded_ahead"
+    assert spares == {False: None, True: tanh.sha256}
+
+
 def _short_timing():
     from pytest_cudal1.timing import TimingConfig
 
