@@ -197,6 +197,23 @@ def test_the_cache_evicts_the_least_recently_used_within_its_bound() -> None:
     assert not TrialCache(limit=0).fits(1)
 
 
+def test_the_cache_bound_follows_the_hosts_memory_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default an eighth of the available host memory, at least 2 GiB (a fixed 2 GiB kept no trial above 512 MB:
+    KernelBench's large tasks recomputed every trial for every candidate); the variable overrides it, 0 turns it off."""
+    from pytest_cudal1.workers.runtime import free_bytes
+    from pytest_cudal1.workers.trial_cache import BYTES_VAR, DEFAULT_BYTES, HOST_SHARE, bound_from_env
+
+    monkeypatch.delenv(BYTES_VAR, raising=False)
+    available = free_bytes("cpu")
+    assert available > 0
+    bound = bound_from_env()
+    assert bound >= DEFAULT_BYTES and abs(bound - max(DEFAULT_BYTES, available // HOST_SHARE)) < (256 << 20)
+    monkeypatch.setenv(BYTES_VAR, str(1 << 20))
+    assert bound_from_env() == 1 << 20
+    monkeypatch.setenv(BYTES_VAR, "0")
+    assert bound_from_env() == 0 and not TrialCache(bound_from_env()).fits(1)
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

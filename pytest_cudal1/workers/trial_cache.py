@@ -15,15 +15,23 @@ from typing import Generic, Hashable, TypeVar
 
 # Bytes the cache may hold (a tuning knob: the worker's host memory, as CUDA trials are kept on the host).
 BYTES_VAR = "CUDAL1_TRIAL_CACHE_BYTES"
-DEFAULT_BYTES = 2 << 30
+DEFAULT_BYTES = 2 << 30  # the least bound
+HOST_SHARE = 8  # else this share of the host memory available when the worker starts, where that is more
 
 V = TypeVar("V")
 
 
 def bound_from_env() -> int:
-    """``CUDAL1_TRIAL_CACHE_BYTES`` if set (0 turns the cache off), else ``DEFAULT_BYTES``."""
+    """``CUDAL1_TRIAL_CACHE_BYTES`` if set (0 turns the cache off), else an eighth of the host's available memory,
+    at least ``DEFAULT_BYTES``. A fixed 2 GiB kept no trial above 512 MB, so KernelBench's large tasks (L1/6's
+    1 GB inputs, the convolutions) computed every trial again for every candidate (H100, session 26), on a host
+    with 128 GB."""
     raw = os.environ.get(BYTES_VAR, "").strip()
-    return int(raw) if raw else DEFAULT_BYTES
+    if raw:
+        return int(raw)
+    from pytest_cudal1.workers.runtime import free_bytes
+
+    return max(DEFAULT_BYTES, free_bytes("cpu") // HOST_SHARE)
 
 
 class TrialCache(Generic[V]):
