@@ -8,8 +8,9 @@ name (``benchmarks/pipe_throughput.py``). The channel stays data only: a file is
 Who owns a file: its sender makes it (``write``). The controller keeps a relayed one as a ``BulkFile``, links it
 under a fresh name for each receiver (a value relayed twice is read twice) and unlinks its own name when the
 ``BulkFile`` is dropped. A receiver reads its name into memory of its own and unlinks it (``read``): a sender
-that changes the file afterwards changes nothing the receiver holds. Anything left when the controller exits
-(a worker killed before it read its file) goes with the folder.
+that changes the file afterwards changes nothing the receiver holds. Only the candidate's worker, whose files
+only trusted processes write, maps them instead. Anything left when the controller exits (a worker killed
+before it read its file) goes with the folder.
 """
 
 from __future__ import annotations
