@@ -215,11 +215,10 @@ class Channel:
         for b in buffers:
             try:
                 name = self._as_file(b)
-                data = b.read() if isinstance(b, BulkFile) and name is None else b
             except BulkError as exc:  # a relayed file its sender took back: nothing is written, the channel in step
                 raise BadFile(str(exc)) from None
             if name is None:
-                parts += [struct.pack("<Q", len(b)), data]
+                parts += [struct.pack("<Q", len(b)), b]
             else:
                 parts += [struct.pack("<QH", len(b) | BULK_FLAG, len(name)), name.encode()]
         for part in parts:
@@ -230,8 +229,8 @@ class Channel:
 
     def _as_file(self, b: Buffer) -> str | None:
         """The name of a file the receiver will find ``b`` in, or None to send it inline."""
-        if isinstance(b, BulkFile):
-            return b.link() if self.bulk_folder == b.folder else None
+        if isinstance(b, BulkFile):  # relayed by this controller, whose channels share its one folder
+            return b.link()
         if self.bulk_folder is None or len(b) < bulk.BULK_BYTES:
             return None
         return bulk.write(self.bulk_folder, memoryview(b))

@@ -230,17 +230,15 @@ class CandidateWorker:
         return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else guards.fingerprint(out)}
 
     def _make_room(self) -> None:
-        """Earlier calls' outputs let go, oldest first, one always kept, while free device memory (the allocator's
-        unused cache counted) would not hold this call's output twice over (it and the call's temporaries): the
-        held outputs of a 6.4 GB task (four of them hold 25.6 GB) are the harness's, not the candidate's, and an
-        80 GB H100 had no room left for an honest CUDA-graph wrapper (session 26). An output replayed from an
-        earlier call is still named by its digest (``judge.replayed``), and a buffer returned twice in a row by
-        the one kept."""
+        """Earlier calls' outputs let go, oldest first, one always kept, while the device's room (``room_bytes``)
+        would not hold this call's output twice over (it and the call's temporaries): the held outputs of a 6.4 GB
+        task (four of them hold 25.6 GB) are the harness's, not the candidate's, and an 80 GB H100 had no room left
+        for an honest CUDA-graph wrapper (session 26). An output replayed from an earlier call is still named by its
+        digest (``judge.replayed``), and a buffer returned twice in a row by the one kept."""
         if not self.device.startswith("cuda"):
             return
         need = 2 * sum(self.poison_sizes)
-        while len(self.held) > 1 and (runtime.free_bytes(self.device) + torch.cuda.memory_reserved()
-                                      - torch.cuda.memory_allocated()) < need:
+        while len(self.held) > 1 and runtime.room_bytes(self.device) < need:
             self.held.popleft()
 
     def _place(self, body: dict[str, Any], writes_held: bool) -> guards.Guarded:

@@ -465,8 +465,7 @@ def settled(snap: list[torch.Tensor], out: Any, threads_before: set[int]) -> boo
     live, watch a while."""
     deadline = time.monotonic() + (GRACE_S if python_threads() - threads_before else 0.0)
     while True:
-        now = snapshot(out)  # the same tensors: a changed size is a changed digest too
-        if len(now) != len(snap) or not all(torch.equal(a, b) for a, b in zip(snap, now)):
+        if not all(map(torch.equal, snap, snapshot(out))):  # the same tensors: a changed size changes the digest
             return False
         if time.monotonic() >= deadline:
             return True

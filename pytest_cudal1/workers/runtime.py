@@ -502,6 +502,13 @@ def _hand_back_stranded() -> None:
         _empty_cache()
 
 
+def room_bytes(device: str) -> int:
+    """What a new allocation can have: ``free_bytes`` plus, on CUDA, the allocator's cached blocks not in use
+    (read through the functions bound before candidate code ran, which a candidate cannot rebind)."""
+    cached = _memory_reserved() - _memory_allocated() if device.startswith("cuda") else 0
+    return free_bytes(device) + cached
+
+
 def free_bytes(device: str) -> int:
     """Free device memory (CUDA) or available host memory (CPU), in bytes; 0 when unknown."""
     if device.startswith("cuda"):
