@@ -112,7 +112,7 @@ def has_conv(task: Task) -> bool:
     return bool(_CONV.search(task.source))
 
 
-def _valid(steps: Sequence[str]) -> Rewrite | None:
+def rewrite_of(steps: Sequence[str]) -> Rewrite | None:
     """The steps as a rewrite in layer order, or None if two share a layer."""
     layers = [STEPS[s][0] for s in steps]
     if len(set(layers)) != len(layers):
@@ -130,7 +130,7 @@ def next_round(measured: Mapping[Rewrite, float | None], top: int = 3) -> list[R
     best = sorted((r for r, s in measured.items() if s is not None), key=lambda r: -measured[r])[:top]
     found: list[Rewrite] = []
     for a, b in itertools.combinations(best, 2):
-        combined = _valid(sorted(set(a.steps) | set(b.steps)))
+        combined = rewrite_of(sorted(set(a.steps) | set(b.steps)))
         if combined is not None and combined not in measured and combined not in found:
             found.append(combined)
     return found

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kernelbench.loaders import Task
+from policy import builtin
 from policy.backends import Completion, GenerationBackend, GenerationRequest, SamplingSettings
 from policy.exemplars import ExemplarDB, Exemplar, measure_of
 from policy.judging import Attempt, JudgingSession, candidate_folder
@@ -278,7 +279,7 @@ class TaskOptimizer:
                     self.judged.add(sha)
                 prefix = f"r{rnd}" if turn == 0 else f"r{rnd}_t{turn}"
                 attempts.append(Attempt(f"{prefix}_c{len(attempts)}", code, self._origin(
-                    request, rnd, turn, completion)))
+                    request, rnd, turn, completion, code)))
         records = self.session.judge_attempts(self.task, attempts, stop=self._out_of_time)
         judged = []
         for attempt, record in zip(attempts, records):
@@ -296,11 +297,18 @@ class TaskOptimizer:
         self.progress.tokens["prompt"] += completion.prompt_tokens or 0
         self.progress.tokens["completion"] += completion.completion_tokens or 0
 
-    def _origin(self, request: _Request, rnd: int, turn: int, completion: Completion) -> dict[str, Any]:
-        return {"policy": self.settings.policy, "backend": self.backend.name, "round": rnd, "turn": turn,
-                "parents": list(request.parents), "prompt_sha256": request.prompt.sha256,
-                "prompt_path": str(request.path), "finish_reason": completion.finish_reason,
-                "tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens}}
+    def _origin(self, request: _Request, rnd: int, turn: int, completion: Completion,
+                code: str | NoCode) -> dict[str, Any]:
+        origin = {"policy": self.settings.policy, "backend": self.backend.name, "round": rnd, "turn": turn,
+                  "parents": list(request.parents), "prompt_sha256": request.prompt.sha256,
+                  "prompt_path": str(request.path), "finish_reason": completion.finish_reason,
+                  "tokens": {"prompt": completion.prompt_tokens, "completion": completion.completion_tokens}}
+        # The built-in rewrite's name (``builtin_cuda_graph``): the report's baselines are found by it, the
+        # candidate being named by round (``r1_c1``). Only the built-in policy's: a model may copy its marker line.
+        steps = builtin.steps_of(code) if self.backend.name == "builtin" and isinstance(code, str) else None
+        if steps is not None:
+            origin["rewrite"] = builtin.Rewrite(steps).name
+        return origin
 
 
 def rejected_text(rejected: dict[str, int]) -> str:

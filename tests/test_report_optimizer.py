@@ -137,6 +137,24 @@ def test_baseline_columns_per_task(doc: Node) -> None:
     assert tasks == [(H200, RELU), (H200, GELU), (H200, LINEAR), ("cpu", RELU)]
 
 
+def test_baselines_are_found_by_the_rewrite_the_optimizer_recorded(tmp_path: Path) -> None:
+    """The optimizer names its candidates by round (``r1_c1``) and records the built-in rewrite in the origin:
+    the baselines come from there (session 27's 30-task run showed empty baseline columns)."""
+    def by_round(cand: str, rewrite: str | None, speedup: float, call: float, rnd: int) -> JudgedRecord:
+        r = made(H200, RELU, cand, speedup, call, rnd)
+        if rewrite is not None:
+            r.origin["rewrite"] = rewrite
+        return r
+
+    doc = page(tmp_path, [by_round("r1_c0", "builtin_compile_default", 1.4, 1.1, 1),
+                          by_round("r1_c1", "builtin_cuda_graph", 1.2, 1.3, 1),
+                          by_round("r2_c0", "builtin_compile_default__cuda_graph", 1.6, 1.5, 2),
+                          by_round("r2_c1", None, 2.0, 2.0, 2)])  # a model's answer: no baseline
+    (row,) = rows_of(doc, "optimizer-tasks", data_gpu=H200, data_task=RELU)
+    kernel = {td.attrs["data-col"]: num(td.attrs["data-value"]) for td in row.find_all("td", data_measure="kernel")}
+    assert kernel == {"eager": 1.0, "torch.compile": 1.4, "CUDA graphs": 1.2, "optimizer": 2.0, "best overall": 2.0}
+
+
 def test_best_candidate_provenance_prompt_and_parents(doc: Node, db: tuple[Path, list[int]]) -> None:
     here_id, a100_id, missing_id = db[1]
     prov = doc.find("dl", data_gpu=H200, data_task=RELU)

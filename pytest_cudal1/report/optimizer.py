@@ -6,7 +6,9 @@ Per GPU and task, over both measures (kernel, call):
 * best so far after round r: the highest speedup of the optimizer's correct
   candidates from rounds up to r;
 * the baselines: eager (the reference, 1×), torch.compile (the best single
-  ``builtin_compile_*`` rewrite), CUDA graphs (``builtin_cuda_graph``), and the
+  ``builtin_compile_*`` rewrite), CUDA graphs (``builtin_cuda_graph``), by the
+  rewrite's name in the record's origin (the optimizer names candidates by
+  round) or else the candidate's own name (a rewrite file judged as such), and the
   best of every candidate of the task (hand-written ones too);
 * the best candidate's provenance: round, policy, prompt and exemplars.
 
@@ -35,11 +37,12 @@ COLUMNS = (OPTIMIZER, *BASELINES)  # the per-level table's columns
 LINE_COLORS = {EAGER: "#57606a", COMPILE: "#bf8700", GRAPHS: "#8250df"}
 
 
-def baseline_of(candidate_name: str) -> str | None:
+def baseline_of(record: JudgedRecord) -> str | None:
     """The baseline a built-in rewrite stands for: one torch.compile step, or CUDA-graph capture alone."""
-    if candidate_name == "builtin_cuda_graph":
+    name = (record.origin or {}).get("rewrite") or record.candidate_name
+    if name == "builtin_cuda_graph":
         return GRAPHS
-    if candidate_name.startswith("builtin_compile_") and "__" not in candidate_name:
+    if name.startswith("builtin_compile_") and "__" not in name:
         return COMPILE
     return None
 
@@ -95,8 +98,8 @@ def task_progress(gpu: str, task: str, level: int | None, records: Sequence[Judg
     rounds = sorted({round_of(r) for r in made})
     by_round = {m: [best_of([r for r in made if round_of(r) <= k], m).value for k in rounds] for m in MEASURES}
     columns = {m: {OPTIMIZER: best_of(made, m), EAGER: Best(1.0),
-                   COMPILE: best_of([r for r in records if baseline_of(r.candidate_name) == COMPILE], m),
-                   GRAPHS: best_of([r for r in records if baseline_of(r.candidate_name) == GRAPHS], m),
+                   COMPILE: best_of([r for r in records if baseline_of(r) == COMPILE], m),
+                   GRAPHS: best_of([r for r in records if baseline_of(r) == GRAPHS], m),
                    OVERALL: best_of(records, m)} for m in MEASURES}
     best = columns["kernel"][OPTIMIZER].record or columns["call"][OPTIMIZER].record
     origin = (best.origin or {}) if best else {}

@@ -174,7 +174,9 @@ class CandidateWorker:
         synchronize that follows (``STREAM_PENDING_MS``).
         """
         self.poison_sizes = list(body.get("poison", []))
-        self._make_room()
+        # An output replayed from an earlier call is still named by its digest (``judge.replayed``), and a buffer
+        # returned twice in a row by the one output always kept.
+        runtime.let_go(self.held, 2 * sum(self.poison_sizes), self.device, keep=1)
         g = self._place(body, writes_held=True)
         threads, children = guards.python_threads(), guards.child_pids()
         cpu = not self.device.startswith("cuda")
@@ -228,18 +230,6 @@ class CandidateWorker:
                 flags.append(flag("UNINITIALIZED_OUTPUT", f"{poisoned} output words still hold the poison pattern"))
         flags += self.state_flags()
         return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else guards.fingerprint(out)}
-
-    def _make_room(self) -> None:
-        """Earlier calls' outputs let go, oldest first, one always kept, while the device's room (``room_bytes``)
-        would not hold this call's output twice over (it and the call's temporaries): the held outputs of a 6.4 GB
-        task (four of them hold 25.6 GB) are the harness's, not the candidate's, and an 80 GB H100 had no room left
-        for an honest CUDA-graph wrapper (session 26). An output replayed from an earlier call is still named by its
-        digest (``judge.replayed``), and a buffer returned twice in a row by the one kept."""
-        if not self.device.startswith("cuda"):
-            return
-        need = 2 * sum(self.poison_sizes)
-        while len(self.held) > 1 and runtime.room_bytes(self.device) < need:
-            self.held.popleft()
 
     def _place(self, body: dict[str, Any], writes_held: bool) -> guards.Guarded:
         """A correctness call's inputs (in guarded slots) and poisoned blocks, then the hold the call queues behind.

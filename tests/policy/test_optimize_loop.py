@@ -23,6 +23,7 @@ from cudal1_helpers import FAST, candidate_source, read_ledger, reason, run_pyte
     write_task
 from policy.exemplars import ExemplarDB
 from policy.optimizer import STATE_FILE, speed
+from report_helpers import close, num, parse
 from test_plugin_collection import collected
 
 FUSED = task_source(shape="1024, 1024", forward="""
@@ -93,6 +94,13 @@ def test_the_builtin_policy_improves_a_task_and_keeps_its_best(optimized) -> Non
     assert text.index("cudal1 verdicts") < text.index("cudal1 optimizer")
     assert "r1_c0" in text and "optimized: 1 of 1 task(s) above 1.01x (kernel)" in text
     assert f"/{best['candidate_name']}.py" in (root / "report.html").read_text(encoding="utf-8")
+    # each record names its built-in rewrite, and the report's torch.compile baseline is found by it
+    assert all(r["origin"]["rewrite"].startswith("builtin_") for r in records)
+    compiled = [speed(r, "kernel") for r in records if r["passed"]
+                and r["origin"]["rewrite"].startswith("builtin_compile_") and "__" not in r["origin"]["rewrite"]]
+    (row,) = parse(root / "report.html").find("table", id="optimizer-tasks").find("tbody").find_all("tr")
+    cell = row.find("td", data_measure="kernel", data_col="torch.compile")
+    assert compiled and close(num(cell.attrs["data-value"]), max(compiled)), cell
     print(f"optimizer run: {seconds:.0f} s for 4 built-in rewrites")
 
 
