@@ -10,7 +10,8 @@ under a fresh name for each receiver (a value relayed twice is read twice) and u
 ``BulkFile`` is dropped. A receiver reads its name into memory of its own and unlinks it (``read``): a sender
 that changes the file afterwards changes nothing the receiver holds. Only the candidate's worker, whose files
 only trusted processes write, maps them instead. Anything left when the controller exits (a worker killed
-before it read its file) goes with the folder.
+before it read its file) goes with the folder; a folder a killed controller left (no exit handler ran) is
+removed by the next controller that starts (``sweep``), since tmpfs files hold memory until someone does.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import secrets
 import shutil
 import stat
 import tempfile
+import time
 import weakref
 
 FOLDER_VAR = "CUDAL1_BULK_DIR"  # the folder, as the controller tells its workers
 BULK_BYTES = 1 << 20  # buffers from this size on travel as files; smaller ones are cheaper inline
 MAX_BUFFER = 64 * 1024**3
 SHARED_MEMORY = "/dev/shm"
+PREFIX = "cudal1-bulk-"  # then the controller's pid and a random part
+STALE_S = 600.0  # a dead controller's folder untouched this long is removed (``sweep``)
 NAME = re.compile(r"[0-9a-f]{1,16}-[0-9a-f]{12}-[0-9]{1,12}")
 _names = itertools.count()
 _token = secrets.token_hex(6)
@@ -45,12 +49,46 @@ def controller_folder() -> str | None:
     writable tmpfs: then every buffer goes through the pipes as before."""
     global _folder
     if _folder is None and os.path.isdir(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK):
+        sweep(SHARED_MEMORY)
         try:
-            _folder = tempfile.mkdtemp(prefix="cudal1-bulk-", dir=SHARED_MEMORY)
+            _folder = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=SHARED_MEMORY)
         except OSError:
             return None
         atexit.register(shutil.rmtree, _folder, True)
     return _folder
+
+
+def sweep(root: str, stale_s: float = STALE_S) -> list[str]:
+    """Remove this user's bulk folders whose controller is gone and that nothing touched for ``stale_s``
+    seconds; returns their paths. Both conditions, since a controller in another pid namespace sharing /dev/shm
+    looks dead from here, and a live one's folder changes with every file it relays."""
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = entry.name[len(PREFIX):].split("-", 1)[0]
+        if not entry.name.startswith(PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and time.time() - info.st_mtime > stale_s:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        pass
+    return True
 
 
 def fresh_name() -> str:

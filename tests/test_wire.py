@@ -472,3 +472,33 @@ def test_a_trusted_senders_file_is_mapped_not_copied(bulk_pipe) -> None:
     tx.send("ok", big)
     _, again = rx.recv(timeout=30)
     assert torch.equal(raw_bytes(again), raw_bytes(big))
+
+
+def test_a_killed_controllers_folder_is_swept_by_the_next_one(tmp_path) -> None:
+    """A controller killed with SIGKILL runs no exit handler, and its tmpfs files would hold memory until reboot:
+    the next controller removes a folder whose controller is gone once nothing touched it for ``STALE_S``, and
+    leaves a live controller's alone."""
+    import signal
+    import subprocess
+    import sys
+
+    script = (f"from pytest_cudal1 import bulk; bulk.SHARED_MEMORY = {str(tmp_path)!r}; f = bulk.controller_folder(); "
+              "open(f + '/' + bulk.fresh_name(), 'wb').write(bytes(1 << 20)); print(f, flush=True); "
+              "import time; time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        left = proc.stdout.readline().strip()
+        assert os.path.basename(left).startswith(f"{bulk.PREFIX}{proc.pid}-")
+        assert bulk.sweep(str(tmp_path), stale_s=0) == []  # its controller is alive
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert os.listdir(left)  # the killed controller's file is still there
+    assert bulk.sweep(str(tmp_path)) == []  # touched a moment ago: perhaps a controller this host cannot see
+    mine = tmp_path / f"{bulk.PREFIX}{os.getpid()}-x"
+    mine.mkdir()
+    old = os.stat(left).st_mtime - 2 * bulk.STALE_S
+    for folder in (left, mine):
+        os.utime(folder, (old, old))
+    assert bulk.sweep(str(tmp_path)) == [left]
+    assert sorted(os.listdir(tmp_path)) == [mine.name]
