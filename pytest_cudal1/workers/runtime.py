@@ -453,6 +453,9 @@ class TimedLoop:
         if not self.inputs.device.startswith("cuda") or _MemPool is None or _use_mem_pool is None:
             self.pools = [None] * placements_fitting(per_set, self.inputs.device, most, reserve, copies)
             return len(self.pools)
+        # The earlier measure's held outputs keep its pools' blocks: let them go first where the first pass needs
+        # their room, before the cached blocks are handed back.
+        let_go(self.held, 2 * sum(self.poison), self.inputs.device, keep=max(HELD_CALLS_SHORT, calls))
         _hand_back_cached()
         reserved = _memory_reserved()
         pool, self.pass_bytes = self._warmed_pool(calls, 0)
