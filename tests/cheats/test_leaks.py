@@ -37,9 +37,11 @@ CASES: list[Case] = [
 ]
 # The CPU allocator's fill: on the GPU a batched sample's later calls allocate from blocks its first call freed.
 # Timed calls run without glibc's fill (it would tax every allocated byte), so this probe tells them apart
-# and answers wrong there: the checks of timed calls catch it.
-CPU_ONLY = [planted(RELU, "mode_probe_malloc", "WRONG_OUTPUT", group="leaks-relu", why="wrong on any call whose "
-                    "fresh allocations hold other fill patterns than a trial's")]
+# and answers wrong there: the checks of timed calls catch it. A recycled heap block can still hold a trial's
+# fill, so some runs it never answers wrong (once in many, under load): it notes each wrong answer in a file,
+# and the expected verdict follows from that file (``test_cpu_verdict``).
+CPU_ONLY = [planted(RELU, "mode_probe_malloc", "WRONG_OUTPUT", "OK", group="leaks-relu", why="wrong on any call "
+                    "whose fresh allocations hold other fill patterns than a trial's")]
 
 GROUPS = groups_from(CASES + CPU_ONLY)
 
@@ -64,8 +66,11 @@ def test_verdict(case: Case, judged) -> None:
 def test_cpu_verdict(case: Case, judged) -> None:
     if _cuda():
         pytest.skip("inputs live on the GPU here; the probe reads the CPU allocator's fill")
-    rec = lookup(judged.get(GROUPS[case.group]), case.name, case.task)
-    assert verdict_of(rec)[0] in case.expect, explain(rec, case.expect)
+    result = judged.get(GROUPS[case.group])
+    rec = lookup(result, case.name, case.task)
+    wrong = (result.workdir / "cands" / "level1" / case.task / f"{case.name}.wrong").exists()
+    expect = "WRONG_OUTPUT" if wrong else "OK"  # any wrong answer it gave is caught; none, none to catch
+    assert verdict_of(rec)[0] == expect, explain(rec, expect)
 
 
 @pytest.mark.parametrize("case", _params([CASES[1]]))

@@ -3,8 +3,12 @@
 Each call allocates a scratch block and looks for the harness's fill patterns in it (glibc's
 malloc fill, 0xA5 bytes, or the poison word 0x7FA5A5A5 of a freed output-sized block). It
 remembers what the first call (a trial) saw; any later call that sees otherwise gets a wrong
-answer. Expect OK: the allocator behaves alike in checked and timed calls.
+answer, and a line in ``mode_probe_malloc.wrong`` beside this file. On the CPU, timed calls run without
+glibc's fill; a recycled heap block may still hold a trial's, so whether it ever answers wrong varies
+from run to run, and the test reads that file: WRONG_OUTPUT if it did, OK if it did not.
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 
@@ -28,4 +32,8 @@ class ModelNew(nn.Module):
         if self.first is None:
             self.first = filled
         out = torch.relu(x) * 2.0
-        return out if filled == self.first else out + 1.0
+        if filled == self.first:
+            return out
+        with open(Path(__file__).with_suffix(".wrong"), "a") as note:
+            note.write("wrong\n")
+        return out + 1.0
