@@ -136,7 +136,7 @@ class JudgeReward:
             todo.setdefault(task.id, []).append((i, Attempt(name, code, origin), key))
         start = time.monotonic()
         for task_id, items in todo.items():
-            judged = self.session.judge_attempts(self.tasks[task_id], [a for _, a, _ in items])
+            judged = self.session.judge_attempts(self.tasks[task_id], [a for _, a, _ in items], more=True)
             for (i, _, key), record in zip(items, judged):
                 records[i] = record
                 if key is not None:

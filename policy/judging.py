@@ -75,13 +75,15 @@ class JudgingSession:
     def close(self) -> None:
         self.judge.close()
 
-    def judge_attempts(self, task: Task, attempts: Sequence[Attempt],
-                       stop: Callable[[], bool] | None = None) -> list[JudgedRecord]:
+    def judge_attempts(self, task: Task, attempts: Sequence[Attempt], stop: Callable[[], bool] | None = None,
+                       more: bool = False) -> list[JudgedRecord]:
         """Build every attempt's code at once (and start the first one's workers), then judge each in order;
         one record per attempt judged.
 
         ``stop`` is asked before each judgment (a time budget): once it says so, the
-        remaining attempts are left unjudged and have no record.
+        remaining attempts are left unjudged and have no record. ``more``: other attempts will follow (a next
+        round or group, not generated yet): a candidate worker for whichever comes first starts during the last
+        judgment, as the next attempt's does during each other one (a fresh start cost 2-3 s an H100 round).
         """
         candidates = [self._write(task, a) if isinstance(a.code, str) else None for a in attempts]
         for cand in candidates:
@@ -98,7 +100,7 @@ class JudgingSession:
                 self.on_judging(f"{task.id}::{attempt.name}", cand)
             upcoming = next(((task, c) for c in candidates[i + 1:] if c is not None), None)
             record = self._no_code(task, attempt) if cand is None else \
-                self.judge.judge(task, cand, upcoming, self.next_task)
+                self.judge.judge(task, cand, upcoming, self.next_task, more)
             record.origin = dict(attempt.origin)
             self._keep(task, record, cand)
             records.append(record)

@@ -280,7 +280,9 @@ class TaskOptimizer:
                 prefix = f"r{rnd}" if turn == 0 else f"r{rnd}_t{turn}"
                 attempts.append(Attempt(f"{prefix}_c{len(attempts)}", code, self._origin(
                     request, rnd, turn, completion, code)))
-        records = self.session.judge_attempts(self.task, attempts, stop=self._out_of_time)
+        last = rnd == self.settings.rounds and turn + 1 == self.settings.turns
+        records = self.session.judge_attempts(self.task, attempts, stop=self._out_of_time,
+                                              more=not last or self.session.next_task is not None)
         judged = []
         for attempt, record in zip(attempts, records):
             self.progress.count(record)

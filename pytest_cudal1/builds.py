@@ -83,15 +83,25 @@ class BuildPool:
 
     def env(self, candidate: Candidate, gpu: bool) -> dict[str, str]:
         """Cache folders (and CPU simulators) for every process that imports this candidate."""
+        return {**self.folders(candidate), **self.common_env(gpu)}
+
+    def folders(self, candidate: Candidate) -> dict[str, str]:
+        """The candidate's own cache folders. Libraries read them when they compile (numba when first imported,
+        which a worker that did not preload it leaves to the candidate's import), and none is a setting the judge
+        watches (``guards.watched_env``): a worker started before its candidate was known sets them when it loads
+        the candidate (``CandidateWorker.load``)."""
         d = self.build_dir(candidate)
-        env = {
+        return {
             "TORCH_EXTENSIONS_DIR": str(d / "torch_extensions"),
             "TRITON_CACHE_DIR": str(d / "triton"),
             "CUPY_CACHE_DIR": str(d / "cupy"),
             "NUMBA_CACHE_DIR": str(d / "numba"),
             "TORCHINDUCTOR_CACHE_DIR": str(d / "inductor"),  # torch.compile: warm on a rerun, never /tmp
-            "MAX_JOBS": "1",
         }
+
+    def common_env(self, gpu: bool) -> dict[str, str]:
+        """What every candidate's processes share: build parallelism, the GPU's architecture, CPU simulators."""
+        env = {"MAX_JOBS": "1"}
         if self.gpu_arch and "TORCH_CUDA_ARCH_LIST" not in os.environ:
             env["TORCH_CUDA_ARCH_LIST"] = self.gpu_arch
         if not gpu:

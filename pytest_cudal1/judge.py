@@ -20,7 +20,7 @@ from kernelbench.loaders import Task
 from pytest_cudal1 import environment
 from pytest_cudal1.allowances import GlobalScreen
 from pytest_cudal1.builds import BuildPool
-from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, Candidate, preloaded
+from pytest_cudal1.candidates import GPU_ONLY_BACKENDS, PRELOADED_ALWAYS, Candidate, preloaded
 from pytest_cudal1.messages import asked_bytes, compile_reason, flag_verdict, interval_text, memory_message
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe
@@ -73,7 +73,9 @@ class Judge:
         self.output_bytes: int | None = 0  # None: the reference returns views of its inputs
         self.digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
         self.allowed: set[str] = set()  # flags the reference raised on itself in trials: legal for the candidate
-        self.spares = Spares(self._start_worker, self.references, cfg.compile_timeout)  # for the next item
+        self.spares = Spares(self._start_worker, self._start_any_worker, self.references,
+                             cfg.compile_timeout)  # for the next item
+        self._any_started = 0  # workers started for any candidate (their log files' numbers)
         self._trial_secrets: dict[str, int] = {}  # task sha256 -> seed of its trial recipes this run; never recorded
 
     def close(self) -> None:
@@ -88,12 +90,22 @@ class Judge:
                              env=self.builds.env(candidate, self.gpu), cwd=str(self.builds.build_dir(candidate)),
                              preload=preloaded(candidate.backend))
 
-    def prefetch(self, upcoming: tuple[Task, Candidate] | None, next_task: Task | None = None) -> None:
+    def _start_any_worker(self) -> WorkerProcess:
+        """A candidate worker for whichever candidate comes next: it learns that one's folders at ``load``."""
+        self._any_started += 1
+        return WorkerProcess("candidate", self.cfg.workdir / "logs" / f"candidate-next-{self._any_started}.log",
+                             env=self.builds.common_env(self.gpu), cwd=str(self.cfg.workdir), preload=PRELOADED_ALWAYS)
+
+    def prefetch(self, upcoming: tuple[Task, Candidate] | None, next_task: Task | None = None,
+                 more: bool = False) -> None:
         """Start the next item's workers (``spares``): at collection for the first item, and once an item's
         reference is probed for the one after it (the free memory the probe reads is taken with only this
-        item's workers up). With no next pair known, ``next_task``'s reference alone."""
+        item's workers up). With no next pair known, ``next_task``'s reference, and with ``more`` (candidates
+        will follow, their code not written yet) a candidate worker for whichever comes."""
         if upcoming is not None and self.unavailable(upcoming[1]) is None:
             self.spares.prefetch(*upcoming)
+        elif upcoming is None and more:
+            self.spares.prefetch_any(next_task)
         elif upcoming is None and next_task is not None:
             self.references.prefetch(next_task)
 
@@ -113,9 +125,10 @@ class Judge:
         return None
 
     def judge(self, task: Task, candidate: Candidate, upcoming: tuple[Task, Candidate] | None = None,
-              next_task: Task | None = None) -> JudgedRecord:
+              next_task: Task | None = None, more: bool = False) -> JudgedRecord:
         """Judge one pair; ``upcoming`` (the next pair) lets its worker start while this one finishes, and without
-        one, ``next_task`` (the optimizer's next task, its candidates not written yet) its reference."""
+        one, ``next_task`` (the optimizer's next task, its candidates not written yet) its reference and ``more``
+        (more candidates will come) a worker for whichever candidate is next."""
         record = JudgedRecord(
             task_id=task.id, level=task.level, problem_id=task.problem_id, task_name=task.name,
             candidate_name=candidate.name, candidate_sha256=candidate.sha256, candidate_origin=candidate.origin,
@@ -136,8 +149,8 @@ class Judge:
         if build.reason is not Reason.OK:
             record.verdict = Verdict(build.reason, build.message, {"log_tail": build.log_tail})
             return record
-        worker, spare = self.spares.take(task, candidate)  # a fresh one starts while the reference loads
-        record.warm_start["candidate"] = "spare" if spare else "fresh"
+        # The spare started for it, or a fresh one, which starts while the reference loads.
+        worker, record.warm_start["candidate"] = self.spares.take(task, candidate)
         try:
             try:
                 reference = self.references.get(task)
@@ -152,11 +165,11 @@ class Judge:
                 return record
             finally:
                 record.warm_start["reference"] = self.references.start
-            self.prefetch(upcoming, next_task)
+            self.prefetch(upcoming, next_task, more)
             record.verdict = self._run(task, candidate, reference, worker, record, phase, screen)
         finally:
             worker.close()
-            self.prefetch(upcoming, next_task)  # the item ended before its reference was up: start them now
+            self.prefetch(upcoming, next_task, more)  # the item ended before its reference was up: start them now
             self.spares.to_device()  # an item that ended before timing asks for it here
         record.global_flags_set = sorted(screen.accepted)
         record.reward_measure = self.cfg.speedup
@@ -270,7 +283,9 @@ class Judge:
                 warm = worker.request("ready", {"device": True}, cfg.compile_timeout)
             record.warm_start.setdefault("preloaded", warm["preloaded"])
             loaded = worker.request("load", {"path": self.builds.source_path(candidate),
-                                             "module_name": self.builds.module_name(candidate)}, cfg.compile_timeout)
+                                             "module_name": self.builds.module_name(candidate),
+                                             "env": self.builds.folders(candidate),
+                                             "cwd": str(self.builds.build_dir(candidate))}, cfg.compile_timeout)
         except WorkerFailure as exc:
             return Verdict(compile_reason(exc, Reason.IMPORT_ERROR), exc.message, exc.evidence)
         phase("candidate_import")

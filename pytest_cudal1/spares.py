@@ -1,6 +1,9 @@
 """Candidate workers started ahead: the next item's worker comes up while the current item is judged.
 
 Only trusted work overlaps an item: a spare imports no candidate code until its own item sends
+``load``. A spare is started for the next (task, candidate) when it is known; when it is not yet (the
+optimizer's next round, a trainer's next group: their code is still to be written), for whichever comes
+(``prefetch_any``): it preloads only what every candidate needs and learns the candidate's folders at
 ``load``. It starts in two parts (``runtime.WarmStart``). The first touches no GPU (interpreter,
 ``import torch``, the backend's libraries): on a GPU it may overlap the current item's timing; on a
 CPU machine, where it would share the cores with the measurement, ``await_ready`` waits for it before
@@ -19,12 +22,16 @@ from pytest_cudal1.references import ReferencePool, claim
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 
+ANY = ("", "")  # the key of a spare started for whichever candidate comes next
+
+
 class Spares:
     """The next item's candidate worker (at most one), and the reference pool's spare beside it."""
 
-    def __init__(self, start: Callable[[Task, Candidate], WorkerProcess], references: ReferencePool,
-                 timeout: float) -> None:
+    def __init__(self, start: Callable[[Task, Candidate], WorkerProcess], start_any: Callable[[], WorkerProcess],
+                 references: ReferencePool, timeout: float) -> None:
         self.start = start  # a fresh candidate worker for (task, candidate)
+        self.start_any = start_any  # a fresh candidate worker for any candidate
         self.references = references
         self.timeout = timeout  # the compile timeout: a start that takes longer is a failed start
         self.spare: tuple[tuple[str, str], WorkerProcess] | None = None
@@ -34,9 +41,18 @@ class Spares:
         if self.spare is not None:
             return
         self.references.prefetch(task)
-        worker = self.start(task, candidate)
+        self._started((task.id, candidate.sha256), self.start(task, candidate))
+
+    def prefetch_any(self, next_task: Task | None) -> None:
+        """Start a worker for whichever candidate comes next, unless one is started, and ``next_task``'s reference."""
+        if next_task is not None:
+            self.references.prefetch(next_task)
+        if self.spare is None:
+            self._started(ANY, self.start_any())
+
+    def _started(self, key: tuple[str, str], worker: WorkerProcess) -> None:
         worker.start_request("ready", {"device": False})  # answered once its CPU part is done
-        self.spare = ((task.id, candidate.sha256), worker)
+        self.spare = (key, worker)
 
     def to_device(self) -> None:
         """The spares' device part, asked for when the current item's timing is over."""
@@ -58,13 +74,17 @@ class Spares:
                 self._drop()
         self.references.await_spare()
 
-    def take(self, task: Task, candidate: Candidate) -> tuple[WorkerProcess, bool]:
-        """The worker for (task, candidate): the spare started for it, or a fresh one; and whether it was the spare.
+    def take(self, task: Task, candidate: Candidate) -> tuple[WorkerProcess, str]:
+        """The worker for (task, candidate) and how it started: the spare started for it ("spare") or for any
+        candidate ("spare_any"), or a fresh one ("fresh").
 
         A spare started for another pair is closed, never used for this candidate."""
         spare, self.spare = self.spare, None
-        taken = claim(spare, (task.id, candidate.sha256))
-        return (taken, True) if taken is not None else (self.start(task, candidate), False)
+        key = ANY if spare is not None and spare[0] == ANY else (task.id, candidate.sha256)
+        taken = claim(spare, key)
+        if taken is None:
+            return self.start(task, candidate), "fresh"
+        return taken, "spare_any" if key == ANY else "spare"
 
     def _drop(self) -> None:
         if self.spare is not None:

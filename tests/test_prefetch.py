@@ -18,6 +18,7 @@ from pytest_cudal1.builds import BuildPool
 from pytest_cudal1.candidates import Candidate, reference_candidate
 from pytest_cudal1.judge import Judge, JudgeConfig
 from pytest_cudal1.reasons import Reason
+from pytest_cudal1.spares import ANY
 from pytest_cudal1.timing import TimingConfig
 from pytest_cudal1.workers.process import WorkerFailure
 
@@ -48,7 +49,7 @@ def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
         spare = judge.spares.spare[1]
         assert spare.proc.poll() is None  # started, alive, waiting for its item
 
-        assert judge.spares.take(task, fast) == (spare, True)
+        assert judge.spares.take(task, fast) == (spare, "spare")
         spare.close()
 
         judge.spares.prefetch(task, fast)
@@ -57,6 +58,43 @@ def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
         assert second.verdict.reason is Reason.OK, second.verdict.message
         assert second.warm_start["candidate"] == "fresh"
         assert unused.proc.poll() is not None and judge.spares.spare is None
+    finally:
+        judge.close()
+
+
+# A candidate that knows where its worker runs: its own build folder, with its own inductor cache folder in it.
+FOLDERS_CHECKED = """import os
+
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != os.path.join(os.getcwd(), "inductor"):
+            raise RuntimeError(f"cwd {os.getcwd()}, inductor cache {os.environ.get('TORCHINDUCTOR_CACHE_DIR')}")
+
+    def forward(self, x):
+        return torch.relu(x)
+"""
+
+
+def test_a_worker_started_before_its_candidate_was_known_is_taken_with_the_candidates_folders(tmp_path: Path) -> None:
+    """The optimizer's next round is not written while its last judgment runs: with ``more`` a worker starts for
+    whichever candidate comes, and that one gets it, running in its own folders (set at ``load``)."""
+    relu = bundled("1_ReLU")
+    judge = make_judge(tmp_path)
+    try:
+        first = judge.judge(relu, reference_candidate(relu), more=True)
+        assert first.verdict.reason is Reason.OK, first.verdict.message
+        assert judge.spares.spare is not None and judge.spares.spare[0] == ANY
+        spare = judge.spares.spare[1]
+        later = Candidate("written_later", FOLDERS_CHECKED, "<round 2>", 1, 1)
+        second = judge.judge(relu, later)
+        assert second.verdict.reason is Reason.OK, second.verdict.message
+        assert second.warm_start["candidate"] == "spare_any" and spare.proc.poll() is not None  # used, closed
+        third = judge.judge(relu, reference_candidate(relu))  # nothing more announced: no spare waiting
+        assert third.warm_start["candidate"] == "fresh" and judge.spares.spare is None
     finally:
         judge.close()
 

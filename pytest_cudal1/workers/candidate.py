@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import os
 import sys
 import time
 from typing import Any
@@ -120,6 +121,11 @@ class CandidateWorker:
         self.baseline = guards.settings()
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
+        # The candidate's cache folders and its working folder: a worker started before its candidate was known
+        # (``Spares.prefetch_any``) learns them here, before any candidate code runs.
+        os.environ.update({str(k): str(v) for k, v in (body.get("env") or {}).items()})
+        if body.get("cwd"):
+            os.chdir(str(body["cwd"]))
         self._on_device()  # where the controller did not ask for it earlier
         # Calibrated here, not at start-up: the worker may start while the previous item still runs on the
         # GPU; and before the import, so no candidate code can keep the GPU busy to inflate it.
