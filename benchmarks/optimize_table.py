@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbench.loaders import load_tasks
-from policy import builtin
+from policy import builtin, optimizer
 from policy.parser import extract_code
 from pytest_cudal1.report import build_report, geomean
 
@@ -59,9 +59,8 @@ def named_records(ledgers: list[Path], names: dict[str, str]) -> list[dict[str, 
 
 
 def speed(record: dict[str, Any], measure: str) -> float | None:
-    if not record["passed"]:
-        return None
-    return record.get("speedup") if measure == "kernel" else record.get("call_speedup")
+    """A correct record's speedup under ``measure``; None for a rejected or untimed one."""
+    return optimizer.speed(record, measure) if record["passed"] else None
 
 
 def table(records: list[dict[str, Any]]) -> str:
@@ -85,12 +84,14 @@ def table(records: list[dict[str, Any]]) -> str:
     for task, judged in tasks.items():
         level = next(iter(judged.values()))["level"]
         row = [cell(judged.get(n)) for n in rewrites]
+        tops = {}  # measure -> the task's best speedup
         for m in MEASURES:
             values = [v for r in judged.values() if (v := speed(r, m)) is not None]
             if values:
-                best.setdefault(level, {}).setdefault(m, []).append(max(values))
-        kernel = [v for r in judged.values() if (v := speed(r, "kernel")) is not None]
-        lines.append(f"| {task} | " + " | ".join(row) + (f" | {max(kernel):.2f}x |" if kernel else " | - |"))
+                tops[m] = max(values)
+                best.setdefault(level, {}).setdefault(m, []).append(tops[m])
+        top = f"{tops['kernel']:.2f}x" if "kernel" in tops else "-"
+        lines.append(f"| {task} | " + " | ".join(row) + f" | {top} |")
     lines += ["", "| level | tasks | fast_1 kernel (above 1.01x) | fast_1 call (above 1.01x) | geomean kernel | "
                   "geomean call |", "|---|---|---|---|---|---|"]
     best["all"] = {m: [v for level in list(best.values()) for v in level.get(m, [])] for m in MEASURES}

@@ -465,7 +465,8 @@ def settled(snap: list[torch.Tensor], out: Any, threads_before: set[int]) -> boo
     live, watch a while."""
     deadline = time.monotonic() + (GRACE_S if python_threads() - threads_before else 0.0)
     while True:
-        if not all(map(torch.equal, snap, snapshot(out))):  # the same tensors: a changed size changes the digest
+        now = snapshot(out)  # a tensor's changed size changes its digest; a changed count is checked here
+        if len(now) != len(snap) or not all(map(torch.equal, snap, now)):
             return False
         if time.monotonic() >= deadline:
             return True
