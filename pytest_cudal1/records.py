@@ -98,7 +98,8 @@ class JudgedRecord:
     task_sha256: str | None = None  # the task source's hash: the exemplar database's key
     # How the item's workers came up (``Judge.judge``): the reference worker "kept", "loaded_ahead" (a spare that
     # loaded the task while the previous item was judged) or "fresh"; the candidate's worker a "spare" (started for
-    # it), "spare_any" (started before its code was written, for whichever candidate came) or "fresh";
+    # it), "spare_any" (started before its code was written, for whichever candidate came), "spare_other"
+    # (started for a candidate that was not judged next) or "fresh";
     # the libraries that worker imported at start-up ("preloaded").
     warm_start: dict[str, Any] = dataclasses.field(default_factory=dict)
     # How an optimizer-made candidate came to be (policy, backend, round, turn, parent exemplar ids,

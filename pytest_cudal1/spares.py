@@ -4,7 +4,8 @@ Only trusted work overlaps an item: a spare imports no candidate code until its 
 ``load``. A spare is started for the next (task, candidate) when it is known; when it is not yet (the
 optimizer's next round, a trainer's next group: their code is still to be written), for whichever comes
 (``prefetch_any``): it preloads only what every candidate needs and learns the candidate's folders at
-``load``. It starts in two parts (``runtime.WarmStart``). The first touches no GPU (interpreter,
+``load``. That also lets a spare started for a candidate that is not judged next (a task budget ended
+its round, a test was deselected) serve the one that is. It starts in two parts (``runtime.WarmStart``). The first touches no GPU (interpreter,
 ``import torch``, the backend's libraries): on a GPU it may overlap the current item's timing; on a
 CPU machine, where it would share the cores with the measurement, ``await_ready`` waits for it before
 timing. The second, the CUDA context, is asked for by ``to_device`` once the current item is no
@@ -18,11 +19,12 @@ from typing import Callable
 
 from kernelbench.loaders import Task
 from pytest_cudal1.candidates import Candidate
-from pytest_cudal1.references import ReferencePool, claim
+from pytest_cudal1.references import ReferencePool
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 
 ANY = ("", "")  # the key of a spare started for whichever candidate comes next
+FOLDERS_READ_AT_IMPORT = {"numba"}  # preloads that read a candidate's cache folder when imported (``builds.folders``)
 
 
 class Spares:
@@ -75,16 +77,26 @@ class Spares:
         self.references.await_spare()
 
     def take(self, task: Task, candidate: Candidate) -> tuple[WorkerProcess, str]:
-        """The worker for (task, candidate) and how it started: the spare started for it ("spare") or for any
-        candidate ("spare_any"), or a fresh one ("fresh").
+        """The worker for (task, candidate) and how it started: the spare started for it ("spare"), for any
+        candidate ("spare_any") or for another one that was not judged next ("spare_other"), or a fresh one.
 
-        A spare started for another pair is closed, never used for this candidate."""
+        A spare learns its candidate's folders at ``load``, so one started for another candidate serves
+        this one, unless it preloaded a library that read the other's folders at import (numba)."""
         spare, self.spare = self.spare, None
-        key = ANY if spare is not None and spare[0] == ANY else (task.id, candidate.sha256)
-        taken = claim(spare, key)
-        if taken is None:
+        if spare is None:
             return self.start(task, candidate), "fresh"
-        return taken, "spare_any" if key == ANY else "spare"
+        key, worker = spare
+        if worker.proc.poll() is None:
+            if key == (task.id, candidate.sha256):
+                return worker, "spare"
+            if key == ANY:
+                return worker, "spare_any"
+            if not FOLDERS_READ_AT_IMPORT.intersection(worker.preload):
+                with open(worker.log_path, "a") as log:  # its log is named for the candidate it was started for
+                    log.write(f"--- started for another candidate, judges {task.id} {candidate.name} ---\n")
+                return worker, "spare_other"
+        worker.close()
+        return self.start(task, candidate), "fresh"
 
     def _drop(self) -> None:
         if self.spare is not None:

@@ -2,7 +2,8 @@
 
 Real workers on bundled tasks: judging A with B announced as upcoming leaves B's candidate worker
 running (started once A's reference was up), judging B takes exactly that worker, and a spare that does not
-match the item judged next is closed, never used for another candidate. When the next item's task
+match the item judged next serves it (its folders set at load) unless it preloaded numba, which read the
+other candidate's cache folder at import. When the next item's task
 differs, its reference worker starts early too and is the one that task gets. A reference worker kept
 for the task's next candidate drops its timing buffers after each item.
 """
@@ -54,10 +55,29 @@ def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
 
         judge.spares.prefetch(task, fast)
         unused = judge.spares.spare[1]
-        second = judge.judge(task, ref)  # not the announced candidate: the spare is closed, a fresh worker used
+        second = judge.judge(task, ref)  # not the announced candidate: that spare judges it, in its own folders
         assert second.verdict.reason is Reason.OK, second.verdict.message
-        assert second.warm_start["candidate"] == "fresh"
+        assert second.warm_start["candidate"] == "spare_other"
         assert unused.proc.poll() is not None and judge.spares.spare is None
+        assert f"judges {task.id} reference" in unused.log_path.read_text()
+    finally:
+        judge.close()
+
+
+def test_a_spare_that_preloaded_numba_serves_only_its_own_candidate(tmp_path: Path) -> None:
+    """numba reads NUMBA_CACHE_DIR when imported: a spare started for a numba candidate holds that candidate's
+    cache folder, so another candidate gets a fresh worker, which runs in its own folders."""
+    task = bundled("1_ReLU")
+    path = ROOT / "kernelbench" / "candidates" / "level1" / "1_ReLU" / "numba_cuda.py"
+    numba_candidate = Candidate("numba_cuda", path.read_text(), str(path), 1, 1, path=str(path))
+    judge = make_judge(tmp_path)
+    try:
+        judge.spares.prefetch(task, numba_candidate)
+        spare = judge.spares.spare[1]
+        assert "numba" in spare.preload
+        checked = judge.judge(task, Candidate("folders_checked", FOLDERS_CHECKED, "<inline>", 1, 1))
+        assert checked.verdict.reason is Reason.OK, checked.verdict.message
+        assert checked.warm_start["candidate"] == "fresh" and spare.proc.poll() is not None
     finally:
         judge.close()
 

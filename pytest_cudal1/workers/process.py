@@ -93,6 +93,7 @@ class WorkerProcess:
     def __init__(self, role: str, log_path: Path, env: dict[str, str] | None = None, cwd: str | None = None,
                  preload: tuple[str, ...] = ()) -> None:
         self.role = role
+        self.preload = preload  # the libraries it imports at start-up, before any request
         self.outstanding: list[str] = []  # kinds of the requests ``start_request`` sent and not yet answered, in order
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
