@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from kernelbench.loaders import Task  # noqa: E402
 from pytest_cudal1 import environment  # noqa: E402
 from pytest_cudal1.timing import TimingConfig  # noqa: E402
-from pytest_cudal1.workers import runtime  # noqa: E402
+from pytest_cudal1.workers import timed_loop  # noqa: E402
 from pytest_cudal1.workers.timing_inputs import TimingInputs  # noqa: E402
 from pytest_cudal1.workers.process import QUIET_CPU  # noqa: E402
 from timing_quality import Pair, synthetic  # noqa: E402
@@ -77,7 +77,7 @@ def bare(source: str, calls: int) -> dict[str, float | None]:
 
 
 def in_process(source: str, calls: int) -> dict[str, float]:
-    """The harness's ``call`` sample (``runtime.timed_sample`` without the hold, fresh inputs refilled before
+    """The harness's ``call`` sample (``timed_loop.timed_sample`` without the hold, fresh inputs refilled before
     each call) in this process, with no worker or pipe around it: median and minimum per call, in microseconds."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     module = types.ModuleType("in_process_task")
@@ -87,10 +87,10 @@ def in_process(source: str, calls: int) -> dict[str, float]:
     def call(inputs: list[Any]) -> Any:
         with torch.no_grad():
             return model(*inputs)
-    loop = runtime.TimedLoop(call, TimingInputs([x.to(device) for x in module.get_inputs()], device))
+    loop = timed_loop.TimedLoop(call, TimingInputs([x.to(device) for x in module.get_inputs()], device))
     loop.place(1, 8)
-    flush = runtime.Flusher(device)
-    host = [runtime.timed_sample(loop, seed, 1, device, flush, hold=False)[0]["host_ms"] * 1e3
+    flush = timed_loop.Flusher(device)
+    host = [timed_loop.timed_sample(loop, seed, 1, device, flush, hold=False)[0]["host_ms"] * 1e3
             for seed in range(calls)]
     return {"host_median_us": statistics.median(host), "host_min_us": min(host)}
 

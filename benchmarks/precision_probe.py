@@ -16,9 +16,9 @@ the harness's steps to the bare loop one at a time, each as 10 runs of 30 sample
   re-capture per measurement gets (where the buffers land in memory may set the speed);
 - ``refill_tail``: refill, the partner in lockstep, and the sample's tail timed as it was up to session 5: an
   event recorded after the device-wide synchronize, past an idle event round trip;
-- ``refill_spin``: the same with the tail as ``runtime.timed_sample`` takes it now: the host polls the end
+- ``refill_spin``: the same with the tail as ``timed_loop.timed_sample`` takes it now: the host polls the end
   event, then times the synchronize on its own clock, past an idle synchronize and ``SPIN_SLACK_MS``
-  (not ``runtime.HONEST_TAIL_MS``, which was set from these tails).
+  (not ``timed_loop.HONEST_TAIL_MS``, which was set from these tails).
 
 For the two tail variants each run is reported both ways: every sample with its own tail
 (``spread``) and with the run's median tail added to every sample, as the controller counts it
@@ -65,10 +65,10 @@ class Loop:
         with torch.cuda.graph(self.graph):
             self.outs = [x + 1.0 for x in self.sets]
         self.seed = 0
-        from pytest_cudal1.workers import runtime
+        from pytest_cudal1.workers import timed_loop
 
-        self.runtime = runtime
-        self.idle_sync = runtime.idle_sync_ms("cuda")
+        self.timed_loop = timed_loop
+        self.idle_sync = timed_loop.idle_sync_ms("cuda")
         trips = sorted(self._round_trip_ms() for _ in range(21))
         self.idle_trip = trips[15]
 
@@ -116,11 +116,11 @@ class Loop:
             allowance = max(self.idle_trip, min(self._round_trip_ms(), 2 * self.idle_trip + 0.05))
             escaped = max(0.0, end.elapsed_time(tail) - allowance)
         elif variant == "refill_spin":
-            runtime = self.runtime
-            runtime._spin_until(end)
-            t0 = runtime._perf_counter_ns()
+            timed_loop = self.timed_loop
+            timed_loop._spin_until(end)
+            t0 = timed_loop._perf_counter_ns()
             torch.cuda.synchronize()
-            escaped = max(0.0, (runtime._perf_counter_ns() - t0) / 1e6 - self.idle_sync - SPIN_SLACK_MS)
+            escaped = max(0.0, (timed_loop._perf_counter_ns() - t0) / 1e6 - self.idle_sync - SPIN_SLACK_MS)
         else:
             end.synchronize()
         if variant == "refill_nvml":

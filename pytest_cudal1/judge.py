@@ -496,7 +496,7 @@ def reproduced(first: PairedTiming, second: PairedTiming) -> bool:
 
 
 # While timing, the harness leaves this many times the reference's own peak memory (beyond its inputs)
-# free for the candidate (``runtime.placements_fitting``).
+# free for the candidate (``memory.placements_fitting``).
 HEADROOM_FACTOR = 2
 
 

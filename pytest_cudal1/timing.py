@@ -6,7 +6,7 @@ clock and thermal drift hit both sides alike. Inside each worker a sample is:
 L2 flush, device-wide synchronize, a spin kernel while the host queues the
 first launch, start event, the calls, end event, and work still running on
 other streams after the end event timed by a device-wide synchronize
-(``runtime.timed_sample``) and added as the run's median (``counted_ms``); a
+(``timed_loop.timed_sample``) and added as the run's median (``counted_ms``); a
 sample counts at least the host's time to queue its calls. The
 speedup is the median of per-pair ratios with a bootstrap 95% interval; measuring stops when that
 interval is within ``target_rel_ci`` of the median (after ``min_pairs``), when
@@ -17,7 +17,7 @@ Short kernels: when the reference's warm-up time is under ``short_ms``, every
 sample runs several calls (each on its own fresh inputs) so that one sample
 lasts about ``short_ms``; the number is chosen from the reference alone. On
 CUDA both workers capture those calls as one CUDA graph and every sample
-replays it (``runtime.TimedLoop``), so Python's launch rate does not set the
+replays it (``timed_loop.TimedLoop``), so Python's launch rate does not set the
 time; when either side cannot be captured, both run the calls eagerly and the
 result says why.
 
@@ -41,7 +41,7 @@ the reference worker; and whole outputs after the first pair, the last pair
 and a random share of the others (drawn after the pair ran), so a candidate
 cannot be honest only when checked; and, as in trials, their storage (apart from the inputs' and
 from the outputs of the last calls) and the guard bytes around their inputs
-(``runtime.TimedLoop.inspect``). The controller's wall clock around each sample
+(``timed_loop.TimedLoop.inspect``). The controller's wall clock around each sample
 bounds what a worker may report, on both sides.
 """
 
@@ -574,14 +574,14 @@ def _check_clocks(gaps: dict[str, list[tuple[float, float]]]) -> None:
 
 
 def _sizing(worker: WorkerProcess, calls: int, most: int, reserve: int) -> dict[str, Any]:
-    """What a worker needs to size its placements (``runtime.placements_fitting``): the reference places
+    """What a worker needs to size its placements (``memory.placements_fitting``): the reference places
     first and leaves room for the candidate's placements (as many again) and the candidate's ``reserve``."""
     return {"calls": calls, "most": most, "reserve": reserve, "copies": 2 if worker.role == "reference" else 1}
 
 
 def _place(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int, timeout: float,
            reserve: int = 0) -> int:
-    """Have both workers set up their eager placements (``runtime.TimedLoop.place``); the reference's number."""
+    """Have both workers set up their eager placements (``timed_loop.TimedLoop.place``); the reference's number."""
     placements = 0
     for worker in (reference, candidate):
         reply = worker.request("place", _sizing(worker, calls, most, reserve), timeout)

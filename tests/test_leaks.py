@@ -15,7 +15,7 @@ import torch
 from cudal1_helpers import candidate_source, write_candidate, write_task
 from pytest_cudal1.seeds import KeyedRandom, derived
 from pytest_cudal1.workers import guards
-from pytest_cudal1.workers.runtime import TimedLoop
+from pytest_cudal1.workers.timed_loop import TimedLoop
 from pytest_cudal1.workers.timing_inputs import TimingInputs, _symmetric
 
 

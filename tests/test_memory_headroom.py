@@ -18,7 +18,7 @@ from cudal1_helpers import FAST, by_candidate, candidate_source, read_ledger, ru
 
 from pytest_cudal1.messages import asked_bytes, memory_message
 from pytest_cudal1.workers.reference import NEED_PER_INPUT_BYTE, NEED_PER_OUTPUT_BYTE
-from pytest_cudal1.workers.runtime import free_bytes, placements_fitting
+from pytest_cudal1.workers.memory import free_bytes, placements_fitting
 
 TOO_BIG = 1 << 42  # float32 elements: 17.6 TB, more than any machine here has
 # A reference that runs out of memory after its first 60 calls: the trials pass (a FAST run's reference makes

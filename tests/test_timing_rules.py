@@ -14,8 +14,8 @@ from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Ver
 from pytest_cudal1.timing import (AuditFailure, _check_clocks, _device_ms, _sample_ms, confirmed, counted_ms, pool_runs,
                                   summarize, tail_ms)
 from pytest_cudal1.trials import run_call
-from pytest_cudal1.workers import runtime
-from pytest_cudal1.workers.runtime import Flusher, TimedLoop, timed_sample
+from pytest_cudal1.workers import memory
+from pytest_cudal1.workers.timed_loop import Flusher, TimedLoop, timed_sample
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
@@ -229,7 +229,7 @@ def test_eager_samples_rotate_among_placements_of_input_sets() -> None:
 
 
 def test_placements_are_limited_by_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runtime, "PLACEMENT_MEMORY_SHARE", 1e-12)
+    monkeypatch.setattr(memory, "PLACEMENT_MEMORY_SHARE", 1e-12)
     placements, inputs, _, _ = _eager_run("cpu", 4, 6)
     assert placements == 1 and len(inputs) == 1
 

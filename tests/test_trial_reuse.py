@@ -200,7 +200,7 @@ def test_the_cache_evicts_the_least_recently_used_within_its_bound() -> None:
 def test_the_cache_bound_follows_the_hosts_memory_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     """By default an eighth of the available host memory, at least 2 GiB (a fixed 2 GiB kept no trial above 512 MB:
     KernelBench's large tasks recomputed every trial for every candidate); the variable overrides it, 0 turns it off."""
-    from pytest_cudal1.workers.runtime import free_bytes
+    from pytest_cudal1.workers.memory import free_bytes
     from pytest_cudal1.workers.trial_cache import BYTES_VAR, DEFAULT_BYTES, HOST_SHARE, bound_from_env
 
     monkeypatch.delenv(BYTES_VAR, raising=False)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.workers import build_locks, extension_failures, guards, runtime
+from pytest_cudal1.workers import build_locks, extension_failures, guards, memory, runtime, timed_loop
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
@@ -79,15 +79,15 @@ class CandidateWorker:
         # Before the baseline below: what importing a library changes is not the candidate's doing.
         self.warm = runtime.WarmStart(self.device)
         self.warm.cpu()
-        self.flush = runtime.Flusher(self.device) if self.warm.on_device else None
+        self.flush = timed_loop.Flusher(self.device) if self.warm.on_device else None
         self.idle_sync = 0.0
         self.baseline = guards.settings()
         self.watch = guards.TamperWatch()
         self.module: Any = None
         self.model: torch.nn.Module | None = None
-        self.loop: runtime.TimedLoop | None = None
+        self.loop: timed_loop.TimedLoop | None = None
         self.last_output: Any = None
-        self.held: collections.deque[Any] = collections.deque(maxlen=runtime.HELD_CALLS)  # recent trials' outputs
+        self.held: collections.deque[Any] = collections.deque(maxlen=timed_loop.HELD_CALLS)  # recent trials' outputs
         self.poison_sizes: list[int] = []  # the reference's output sizes, poisoned before each call
         self.allowed: set[str] = set()  # flags the reference earned too (it aliases or mutates its inputs)
         self.timed_outputs: list[Any] = []  # every call's outputs of the last timed sample
@@ -117,7 +117,7 @@ class CandidateWorker:
         if self.module is not None:
             raise RuntimeError("the device must be started before the candidate is imported")
         self.warm.device_context()
-        self.flush = runtime.Flusher(self.device)
+        self.flush = timed_loop.Flusher(self.device)
         self.baseline = guards.settings()
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +129,7 @@ class CandidateWorker:
         self._on_device()  # where the controller did not ask for it earlier
         # Calibrated here, not at start-up: the worker may start while the previous item still runs on the
         # GPU; and before the import, so no candidate code can keep the GPU busy to inflate it.
-        self.idle_sync = runtime.idle_sync_ms(self.device)
+        self.idle_sync = timed_loop.idle_sync_ms(self.device)
         t0 = time.perf_counter()
         self.module = import_candidate(body["path"], body["module_name"])
         return {"import_s": time.perf_counter() - t0,
@@ -182,7 +182,7 @@ class CandidateWorker:
         self.poison_sizes = list(body.get("poison", []))
         # An output replayed from an earlier call is still named by its digest (``judge.replayed``), and a buffer
         # returned twice in a row by the one output always kept.
-        runtime.let_go(self.held, 2 * sum(self.poison_sizes), self.device, keep=1)
+        memory.let_go(self.held, 2 * sum(self.poison_sizes), self.device, keep=1)
         g = self._place(body, writes_held=True)
         threads, children = guards.python_threads(), guards.child_pids()
         cpu = not self.device.startswith("cuda")
@@ -195,7 +195,7 @@ class CandidateWorker:
         flags = []
         lazy = guards.lazy_outputs(out)
         snap = None if lazy else guards.snapshot(out)
-        pending = runtime.stream_tail_ms(self.device) - self.idle_sync if not cpu else 0.0
+        pending = timed_loop.stream_tail_ms(self.device) - self.idle_sync if not cpu else 0.0
         runtime.sync(self.device)
         call_ms = (time.perf_counter() - t0) * 1e3
         if not cpu:
@@ -245,7 +245,7 @@ class CandidateWorker:
         """
         staged = runtime.to_device(list(body["inputs"]), self.device)  # a host copy waits for its stream: before
         if writes_held:
-            runtime.hold(self.device, RACE_HOLD_CYCLES)
+            timed_loop.hold(self.device, RACE_HOLD_CYCLES)
         g = guards.Guarded(staged)
         # Freed before the poison, which then takes their blocks too: freed after it, a staged input's block
         # (lower in memory) was what an output allocated next got, holding input values, not the poison.
@@ -253,7 +253,7 @@ class CandidateWorker:
         guards.poison(self.poison_sizes, self.device)
         if not writes_held:
             runtime.sync(self.device)
-            runtime.hold(self.device, RACE_HOLD_CYCLES)
+            timed_loop.hold(self.device, RACE_HOLD_CYCLES)
         return g
 
     def _rerun(self, body: dict[str, Any], writes_held: bool) -> Any:
@@ -290,26 +290,26 @@ class CandidateWorker:
         self.held.clear()
         self.last_output = None
         inputs = TimingInputs(runtime.to_device(list(body["inputs"]), self.device), self.device)
-        self.loop = runtime.TimedLoop(self._call, inputs, self.poison_sizes)
+        self.loop = timed_loop.TimedLoop(self._call, inputs, self.poison_sizes)
         self.allowed = set(body.get("allowed", []))
 
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         """Capture the timed loop as CUDA graphs; their outputs are checked like any timed call's."""
         assert self.loop is not None
-        placements = self.loop.capture(*runtime.sizing(body))
+        placements = self.loop.capture(*timed_loop.sizing(body))
         return {"flags": self.state_flags(), "placements": placements}
 
     def place(self, body: dict[str, Any]) -> dict[str, Any]:
         """Set up the eager placements (untimed passes); flags raised meanwhile fail the candidate."""
         assert self.loop is not None
-        placements = self.loop.place(*runtime.sizing(body))
+        placements = self.loop.place(*timed_loop.sizing(body))
         return {"flags": self.state_flags(), "placements": placements}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         """One timed sample; its outputs are checked by ``digests``, a request of its own, so the harness's
         checks stay out of the controller's wall clock around this one (``timing`` compares the two)."""
         assert self.loop is not None and self.flush is not None
-        sample, self.timed_outputs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
+        sample, self.timed_outputs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
                                                           self.device, self.flush, self.idle_sync,
                                                           before=guards.reset_persisting_l2,
                                                           graph=bool(body.get("graph")),
@@ -349,7 +349,7 @@ class CandidateWorker:
     def memory(self, _body: Any) -> dict[str, int]:
         """What this worker holds and, of that, the harness's timing buffers (for an OUT_OF_MEMORY message;
         reported by this untrusted process, so only shown, never decided on)."""
-        return runtime.memory_held(self.loop, self.device)
+        return memory.memory_held(self.loop, self.device)
 
     def peak_memory(self, _body: Any) -> int | None:
         """The most device memory one correctness call needed: the model, its inputs and what the call

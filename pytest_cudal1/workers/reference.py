@@ -18,7 +18,7 @@ import torch
 
 from pytest_cudal1.compare import REFILL_GAIN, absolute_rounding, compare, relative_rounding
 from pytest_cudal1.recipes import Recipe, draw_inputs
-from pytest_cudal1.workers import guards, runtime
+from pytest_cudal1.workers import guards, memory, runtime, timed_loop
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 from pytest_cudal1.workers.trial_cache import TrialCache, bound_from_env
 
@@ -38,10 +38,10 @@ class ReferenceWorker:
         self.module: types.ModuleType | None = None
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
-        self.loop: runtime.TimedLoop | None = None
+        self.loop: timed_loop.TimedLoop | None = None
         self.last_output: Any = None
         self.timed_outputs: list[Any] = []  # the last timed sample's outputs, for ``digests``
-        self.flush: runtime.Flusher | None = None  # made with the CUDA context (``to_device``)
+        self.flush: timed_loop.Flusher | None = None  # made with the CUDA context (``to_device``)
         self.idle_sync: float | None = None  # measured by ``load``, or for a load made ahead by ``probe``
         self.seed = 0  # the run's seed, for the calibration that ``to_device`` runs
         self.placed = False  # the model is on the device and the rounding calibrated
@@ -101,9 +101,9 @@ class ReferenceWorker:
         if self.placed:
             return self.warm.reply()
         self.warm.device_context()
-        self.flush = runtime.Flusher(self.device)
+        self.flush = timed_loop.Flusher(self.device)
         if not self.ahead:  # measured now: it may be the first worker, or start while others use the GPU
-            self.idle_sync = runtime.idle_sync_ms(self.device)
+            self.idle_sync = timed_loop.idle_sync_ms(self.device)
         self.model = self.model.to(self.device)
         if self.model64 is not None:
             self.model64 = self.model64.to(self.device)
@@ -224,10 +224,10 @@ class ReferenceWorker:
         """
         self.to_device(None)
         if self.idle_sync is None:
-            self.idle_sync = runtime.idle_sync_ms(self.device)
+            self.idle_sync = timed_loop.idle_sync_ms(self.device)
         input_bytes, output_bytes = self._meta_sizes()
         need = NEED_PER_INPUT_BYTE * input_bytes + NEED_PER_OUTPUT_BYTE * output_bytes
-        available = runtime.free_bytes(self.device)
+        available = memory.free_bytes(self.device)
         facts = {"need_bytes": need, "input_bytes": input_bytes, "output_bytes": output_bytes,
                  "available_bytes": available, "device": self.device, "fits": True, "oom": "",
                  "stateful": False, "history_change": 0.0}
@@ -299,7 +299,7 @@ class ReferenceWorker:
 
     def memory(self, _body: Any) -> dict[str, int]:
         """What this worker holds now, and its timing buffers (for an OUT_OF_MEMORY message)."""
-        return runtime.memory_held(self.loop, self.device)
+        return memory.memory_held(self.loop, self.device)
 
     def inputs(self, _body: Any) -> list[Any]:
         """The last trial's inputs, for the controller to relay to the candidate."""
@@ -336,7 +336,7 @@ class ReferenceWorker:
         self._drop_trial()
         torch.manual_seed(int(body["seed"]))
         base = draw_inputs(self.module.get_inputs, None, self.device)
-        self.loop = runtime.TimedLoop(self._timed_call, TimingInputs(base, self.device), self.poison_sizes)
+        self.loop = timed_loop.TimedLoop(self._timed_call, TimingInputs(base, self.device), self.poison_sizes)
         return {"input_nbytes": sum(t.numel() * t.element_size() for t in guards.tensors(base))}
 
     def release_timing(self, _body: Any) -> None:
@@ -358,15 +358,15 @@ class ReferenceWorker:
 
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        return {"placements": self.loop.capture(*runtime.sizing(body))}
+        return {"placements": self.loop.capture(*timed_loop.sizing(body))}
 
     def place(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        return {"placements": self.loop.place(*runtime.sizing(body))}
+        return {"placements": self.loop.place(*timed_loop.sizing(body))}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None and self.flush is not None
-        sample, outs = runtime.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
+        sample, outs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
                                             self.idle_sync, before=guards.reset_persisting_l2,
                                             graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
         self.timed_outputs, self.timed_graph = outs, bool(sample["graph"])

@@ -29,7 +29,7 @@ def bound_from_env() -> int:
     raw = os.environ.get(BYTES_VAR, "").strip()
     if raw:
         return int(raw)
-    from pytest_cudal1.workers.runtime import free_bytes
+    from pytest_cudal1.workers.memory import free_bytes
 
     return max(DEFAULT_BYTES, free_bytes("cpu") // HOST_SHARE)
 

@@ -1,15 +1,15 @@
 """Patch the harness (exploit #14): wrap the worker's timed region and report 100x less time.
 
-pytest_cudal1.workers.runtime.timed_sample is what the candidate worker calls
+pytest_cudal1.workers.timed_loop.timed_sample is what the candidate worker calls
 to time itself; the wrapper keeps the real output but divides the reported
 times. Correct output otherwise. Expect JUDGE_TAMPERING.
 """
 import torch
 import torch.nn as nn
 
-from pytest_cudal1.workers import runtime
+from pytest_cudal1.workers import timed_loop
 
-_real_timed_sample = runtime.timed_sample
+_real_timed_sample = timed_loop.timed_sample
 
 
 def _fast_timed_sample(*args, **kwargs):
@@ -21,7 +21,7 @@ def _fast_timed_sample(*args, **kwargs):
     return sample, out
 
 
-runtime.timed_sample = _fast_timed_sample
+timed_loop.timed_sample = _fast_timed_sample
 
 
 class ModelNew(nn.Module):
