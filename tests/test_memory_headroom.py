@@ -16,9 +16,12 @@ import pytest
 from cudal1_helpers import FAST, by_candidate, candidate_source, read_ledger, run_pytest, task_source, \
     write_candidate, write_task
 
+from pytest_cudal1.compare import compare
 from pytest_cudal1.messages import asked_bytes, memory_message
-from pytest_cudal1.workers.reference import NEED_PER_INPUT_BYTE, NEED_PER_OUTPUT_BYTE
+from pytest_cudal1.reasons import Reason
+from pytest_cudal1.workers import memory
 from pytest_cudal1.workers.memory import free_bytes, placements_fitting
+from pytest_cudal1.workers.reference import NEED_PER_INPUT_BYTE, NEED_PER_OUTPUT_BYTE, _on_device
 
 TOO_BIG = 1 << 42  # float32 elements: 17.6 TB, more than any machine here has
 # A reference that runs out of memory after its first 60 calls: the trials pass (a FAST run's reference makes
@@ -175,6 +178,29 @@ def _wait_for_free_device_memory(need: int) -> None:
     if free < need:
         pytest.fail(f"only {free / 1e9:.2f} GB of the GPU's {total / 1e9:.2f} GB is free after {FREE_WAIT_S:.0f} s; "
                     f"the reference probe asks for {need / 1e9:.2f} GB\n{_memory_holders()}")
+
+
+@pytest.mark.gpu
+def test_an_output_the_device_has_no_room_for_is_compared_from_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference worker checks a sent output on its device; with no room there it compares from the host,
+    block by block, and finds the same verdicts (a wrong element in the last of several blocks)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    expected = torch.randn(3, (1 << 22) + 5, device="cuda")
+    sent = expected.cpu()
+    wrong = sent.clone()
+    wrong[2, -1] += 1.0
+    for t in (sent, wrong):
+        t.wire_device = "cuda:0"
+    assert _on_device(sent, "cuda").device.type == "cuda"  # room: moved over whole, as before
+    monkeypatch.setattr(memory, "room_bytes", lambda device: 0)
+    kept = _on_device(sent, "cuda")
+    assert kept.device.type == "cpu"
+    assert compare(kept, expected) is None
+    bad = compare(_on_device(wrong, "cuda"), expected)
+    assert bad is not None and bad.reason is Reason.WRONG_OUTPUT and bad.evidence["index"] == (2, (1 << 22) + 4)
 
 
 @pytest.mark.gpu
