@@ -31,7 +31,6 @@ STRANDED_CACHE_BYTES = 1 << 30
 PLACEMENT_MEMORY_SHARE = 0.25
 
 
-
 def storage_bytes(outs: list[Any]) -> int:
     """Bytes of the distinct storages the plain tensors of ``outs`` view (a lazy one is named by the checks)."""
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()

@@ -236,7 +236,6 @@ def _free_default_generator() -> None:
         pass
 
 
-
 def to_device(values: list[Any], device: str) -> list[Any]:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 

@@ -256,7 +256,6 @@ def sizing(body: dict[str, Any]) -> tuple[int, int, int, int]:
     return int(body["calls"]), int(body["most"]), int(body.get("reserve", 0)), int(body.get("copies", 1))
 
 
-
 def _spin_until(event: Any) -> None:
     """Poll ``event`` until the GPU has passed it: the host notices at once (no sleep, no wake-up)."""
     while not event.query():
