@@ -119,6 +119,7 @@ class CandidateWorker:
         self.warm.device_context()
         self.flush = timed_loop.Flusher(self.device)
         self.baseline = guards.settings()
+        self.watch = guards.TamperWatch()  # again: the baseline bound libcudart's handle (``guards._cudart``)
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         # The candidate's cache folders and its working folder: a worker started before its candidate was known

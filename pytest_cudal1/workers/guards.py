@@ -262,7 +262,21 @@ def poisoned_words(out: Any) -> int:
     return count
 
 
-_libc: Any = None
+def _glibc() -> Any:
+    """The C library's handle if it is glibc's (it has ``mallopt``), else False."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt  # noqa: B018 - absent outside glibc
+    except (OSError, AttributeError):
+        return False
+    return libc
+
+
+# Bound when the harness is imported, before any candidate code, and watched (``TamperWatch``) like the
+# harness's functions: a handle set at first use could be planted by a candidate before it.
+_libc = _glibc()
 
 
 def perturb_malloc(on: bool) -> None:
@@ -271,15 +285,6 @@ def perturb_malloc(on: bool) -> None:
     The CPU allocator gives no guarantee that a freed, poisoned block comes back, so on the CPU every
     fresh ``malloc`` is filled instead.
     """
-    global _libc
-    if _libc is None:
-        import ctypes
-
-        try:
-            _libc = ctypes.CDLL(None)
-            _libc.mallopt  # noqa: B018 - absent outside glibc
-        except (OSError, AttributeError):
-            _libc = False
     if _libc:
         _libc.mallopt(M_PERTURB, MALLOC_PERTURB_BYTE if on else 0)
 
@@ -609,6 +614,7 @@ WATCHED_METHODS = {
 
 
 def _watched() -> dict[str, Any]:
+    import ctypes
     import inspect
 
     objs: dict[str, Any] = {
@@ -627,8 +633,9 @@ def _watched() -> dict[str, Any]:
         if name.startswith("pytest_cudal1") and mod is not None:
             for attr, val in vars(mod).items():
                 # Every callable a harness module holds, its own and those it bound (the timed region's
-                # ``_perf_counter_ns`` is time's function: a rebound one shortened every sample).
-                if callable(val):
+                # ``_perf_counter_ns`` is time's function: a rebound one shortened every sample), and its
+                # C library handles (``_libc``, ``_cudart``).
+                if callable(val) or isinstance(val, ctypes.CDLL):
                     _watch(objs, f"{name}.{attr}", val)
                     if isinstance(val, type) and val.__module__ == name:  # harness classes: their methods too
                         for meth, fn in vars(val).items():
