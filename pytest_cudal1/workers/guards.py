@@ -641,6 +641,8 @@ def _watched() -> dict[str, Any]:
                         for meth, fn in vars(val).items():
                             if callable(fn) or isinstance(fn, (staticmethod, classmethod)):
                                 _watch(objs, f"{name}.{attr}.{meth}", fn)
+                elif attr.isupper() and isinstance(val, (int, float, str, bytes, tuple, frozenset)):
+                    objs[f"{name}.{attr}"] = val  # its constants (a tail allowance, a hold, a tolerance)
     return objs
 
 
@@ -652,12 +654,14 @@ def _watch(objs: dict[str, Any], key: str, val: Any) -> None:
 
 
 class TamperWatch:
-    """Remembers the identity of harness, timer and checker functions; reports any rebinding."""
+    """Remembers the harness's functions, handles and constants, the timers and the checkers; reports any rebinding."""
 
     def __init__(self) -> None:
-        self.ids = {k: id(v) for k, v in _watched().items()}
+        # The objects themselves, not their ids: held here, none can be freed and its address reused by a
+        # replacement (a float constant rebound twice would otherwise come back at the same id).
+        self.objs = _watched()
 
     def tampered(self) -> str | None:
         now = _watched()
-        bad = [k for k, i in self.ids.items() if k not in now or id(now[k]) != i]
+        bad = [k for k, v in self.objs.items() if k not in now or now[k] is not v]
         return f"replaced: {', '.join(sorted(bad)[:8])}" if bad else None
