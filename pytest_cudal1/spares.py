@@ -5,12 +5,12 @@ Only trusted work overlaps an item: a spare imports no candidate code until its 
 optimizer's next round, a trainer's next group: their code is still to be written), for whichever comes
 (``prefetch_any``): it preloads only what every candidate needs and learns the candidate's folders at
 ``load``. That also lets a spare started for a candidate that is not judged next (a task budget ended
-its round, a test was deselected) serve the one that is. It starts in two parts (``runtime.WarmStart``). The first touches no GPU (interpreter,
-``import torch``, the backend's libraries): on a GPU it may overlap the current item's timing; on a
-CPU machine, where it would share the cores with the measurement, ``await_ready`` waits for it before
-timing. The second, the CUDA context, is asked for by ``to_device`` once the current item is no
-longer timed. The reference pool keeps the next task's spare reference worker alike
-(``references.ReferencePool``).
+its round, a test was deselected) serve the one that is. It starts in two parts (``runtime.WarmStart``).
+The first touches no GPU (interpreter, ``import torch``, the backend's libraries): on a GPU it may
+overlap the current item's timing; on a CPU machine, where it would share the cores with the measurement,
+``await_ready`` waits for it before timing. The second, the CUDA context, is asked for by ``to_device``
+once the current item is no longer timed. The reference pool keeps the next task's spare reference
+worker alike (``references.ReferencePool``).
 """
 
 from __future__ import annotations

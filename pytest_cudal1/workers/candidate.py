@@ -311,10 +311,10 @@ class CandidateWorker:
         checks stay out of the controller's wall clock around this one (``timing`` compares the two)."""
         assert self.loop is not None and self.flush is not None
         sample, self.timed_outputs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
-                                                          self.device, self.flush, self.idle_sync,
-                                                          before=guards.reset_persisting_l2,
-                                                          graph=bool(body.get("graph")),
-                                                          hold=bool(body.get("hold", True)))
+                                                             self.device, self.flush, self.idle_sync,
+                                                             before=guards.reset_persisting_l2,
+                                                             graph=bool(body.get("graph")),
+                                                             hold=bool(body.get("hold", True)))
         self.timed_graph = bool(sample["graph"])
         return sample
 

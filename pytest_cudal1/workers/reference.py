@@ -367,8 +367,8 @@ class ReferenceWorker:
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None and self.flush is not None
         sample, outs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
-                                            self.idle_sync, before=guards.reset_persisting_l2,
-                                            graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
+                                               self.idle_sync, before=guards.reset_persisting_l2,
+                                               graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
         self.timed_outputs, self.timed_graph = outs, bool(sample["graph"])
         self.last_output = outs[-1]
         return sample

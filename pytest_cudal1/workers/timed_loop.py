@@ -229,7 +229,7 @@ class TimedLoop:
         # The outputs of the last HELD_CALLS calls are still held when a placement's pass comes round again, so
         # its pool grows by them: room beside the placements (the H200 ran a 6.4 GB task's reference out of it).
         wanted = memory.placements_fitting(_memory_reserved() - reserved + per_set, "cuda", most, reserve, copies,
-                                    beside=max(HELD_CALLS, calls) * self.pass_bytes // max(calls, 1))
+                                           beside=max(HELD_CALLS, calls) * self.pass_bytes // max(calls, 1))
         self.pools += [self._warmed_pool(calls, k)[0] for k in range(1, wanted)]
         self.held_bytes = max(0, _memory_reserved() - reserved)
         return len(self.pools)
