@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-import pytest_cudal1.workers.runtime as harness_runtime
+import pytest_cudal1.workers.timed_loop as harness_runtime
 
 _timed = harness_runtime.timed_sample
 
