@@ -204,6 +204,37 @@ def test_an_output_the_device_has_no_room_for_is_compared_from_the_host(monkeypa
 
 
 @pytest.mark.gpu
+def test_short_of_memory_the_reference_lets_go_of_outputs_the_candidate_must_keep() -> None:
+    """Session 28's 6.4 GB task: the reference ran out of memory holding two outputs of its own that nothing
+    checks. Short of room, a candidate's held outputs go down to ``HELD_CALLS_SHORT`` (a buffer alternated
+    between two calls is still caught), and the reference's below that."""
+    import torch
+
+    from pytest_cudal1.workers.timed_loop import HELD_CALLS_SHORT, TimedLoop
+    from pytest_cudal1.workers.timing_inputs import TimingInputs
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    n = 1 << 28  # a GiB of float32 per output: a call's room (its output and poison twice over) is 2 GiB
+    held = {}
+    for checked in (True, False):
+        loop = TimedLoop(lambda args: torch.relu(args[0]), TimingInputs([torch.rand(n, device="cuda")], "cuda"),
+                         [4 * n], checked=checked)
+        loop.place(1, 1)
+        for seed in range(HELD_CALLS_SHORT):
+            loop.inspect(loop.prepare(seed, 1, False)[0](), False, aliasing_allowed=True)
+        assert len(loop.held) == HELD_CALLS_SHORT
+        filler = torch.empty(memory.free_bytes("cuda") - (512 << 20), dtype=torch.uint8, device="cuda")
+        assert memory.room_bytes("cuda") < 8 * n  # the placement's one cached GiB and half a GiB free
+        loop.prepare(HELD_CALLS_SHORT, 1, False)
+        held[checked] = len(loop.held)
+        del filler, loop
+        torch.cuda.empty_cache()
+    assert held[True] == HELD_CALLS_SHORT, held
+    assert held[False] < HELD_CALLS_SHORT, held
+
+
+@pytest.mark.gpu
 def test_a_cuda_graph_wrapper_of_a_6_gb_task_has_room(tmp_path: Path) -> None:
     """L1/19's OUT_OF_MEMORY: an honest CUDA-graph wrapper keeps one static copy of its inputs. With twice
     the reference's peak left free for it, it is judged OK."""
