@@ -30,7 +30,9 @@ def strict(value: Any) -> Any:
 
 
 def append(path: Path, record: JudgedRecord) -> None:
-    line = (json.dumps(strict(record.to_json()), sort_keys=True, allow_nan=False) + "\n").encode()
+    # ``default=repr``: a value JSON cannot carry (an ``Unsupported`` a candidate's worker sent in its evidence) is
+    # written as its repr; a record is never lost to it.
+    line = (json.dumps(strict(record.to_json()), sort_keys=True, allow_nan=False, default=repr) + "\n").encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -75,6 +75,19 @@ def test_append_and_read(tmp_path: Path) -> None:
     assert list(ledger.read(path)) == recs
 
 
+def test_a_value_json_cannot_carry_is_written_as_its_repr(tmp_path: Path) -> None:
+    """A candidate's worker that sends a value the wire does not carry (a rebound ``float`` made its encoder refuse
+    every number) put an ``Unsupported`` in the record's evidence, and the record was lost to a TypeError."""
+    from pytest_cudal1.wire import Unsupported
+
+    rec = make_record("tampered", Reason.JUDGE_TAMPERING, timed=False)
+    rec.verdict.evidence["host_ms"] = Unsupported("float", "not a plain float")
+    ledger.append(tmp_path / "ledger.jsonl", rec)
+    [back] = ledger.read(tmp_path / "ledger.jsonl")
+    assert back.candidate_name == "tampered"
+    assert back.verdict.evidence["host_ms"] == "<unsupported float: not a plain float>"
+
+
 def test_torn_last_line_and_foreign_lines_are_skipped(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
     ledger.append(path, make_record("first"))

@@ -9,12 +9,14 @@ Everything here is bound at import, before the candidate module is loaded, and
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import sys
 import sysconfig
 import threading
 import time
+import types
 from typing import Any, Iterable, Iterator
 
 import torch
@@ -629,8 +631,12 @@ def _watched() -> dict[str, Any]:
     for cls, names in WATCHED_METHODS.items():
         for name in names:  # static lookup: a classmethod makes a new bound object on every access
             objs[f"{cls.__module__}.{cls.__qualname__}.{name}"] = inspect.getattr_static(cls, name, None)
+    # Every builtin the harness calls (a rebound ``float`` made the wire's encoder refuse every number).
+    objs.update({f"builtins.{attr}": val for attr, val in vars(builtins).items() if callable(val)})
     for name, mod in list(sys.modules.items()):
-        if name.startswith("pytest_cudal1") and mod is not None:
+        # The worker itself runs as ``__main__``: its request loop's globals are as much the harness's.
+        if mod is not None and getattr(getattr(mod, "__spec__", None), "name", name).startswith("pytest_cudal1"):
+            objs[f"sys.modules[{name!r}]"] = mod  # a stand-in module would serve a later import
             for attr, val in vars(mod).items():
                 # Every callable a harness module holds, its own and those it bound (the timed region's
                 # ``_perf_counter_ns`` is time's function: a rebound one shortened every sample), and its
@@ -641,6 +647,8 @@ def _watched() -> dict[str, Any]:
                         for meth, fn in vars(val).items():
                             if callable(fn) or isinstance(fn, (staticmethod, classmethod)):
                                 _watch(objs, f"{name}.{attr}.{meth}", fn)
+                elif isinstance(val, types.ModuleType):  # the modules it calls through (``timed_loop.memory``)
+                    objs[f"{name}.{attr}"] = val
                 elif attr.isupper() and isinstance(val, (int, float, str, bytes, tuple, frozenset)):
                     objs[f"{name}.{attr}"] = val  # its constants (a tail allowance, a hold, a tolerance)
     return objs
@@ -654,7 +662,8 @@ def _watch(objs: dict[str, Any], key: str, val: Any) -> None:
 
 
 class TamperWatch:
-    """Remembers the harness's functions, handles and constants, the timers and the checkers; reports any rebinding."""
+    """Remembers the harness's functions, handles, constants and modules, the builtins, the timers and the checkers;
+    reports any rebinding."""
 
     def __init__(self) -> None:
         # The objects themselves, not their ids: held here, none can be freed and its address reused by a
@@ -663,5 +672,9 @@ class TamperWatch:
 
     def tampered(self) -> str | None:
         now = _watched()
-        bad = [k for k, v in self.objs.items() if k not in now or now[k] is not v]
-        return f"replaced: {', '.join(sorted(bad)[:8])}" if bad else None
+        bad = sorted(k for k, v in self.objs.items() if k not in now or now[k] is not v)
+        if not bad:
+            return None
+        # Those rebound first: a rebound builtin (``isinstance``, ``float``) can also hide constants from the watch.
+        bad.sort(key=lambda k: k not in now)
+        return f"replaced: {', '.join(bad[:8])}"
