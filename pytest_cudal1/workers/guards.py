@@ -615,6 +615,12 @@ WATCHED_METHODS = {
 }
 
 
+# Names a module's globals may shadow: a global named ``max`` set in ``timed_loop`` after import would answer its
+# calls of ``max`` (the escaped-time clamp) in place of the builtin, with no watched binding changed.
+_BUILTIN_NAMES = frozenset(n for n in vars(builtins) if not n.startswith("__"))
+SHADOWS = " (a builtin's name)"
+
+
 def _watched() -> dict[str, Any]:
     import ctypes
     import inspect
@@ -638,6 +644,8 @@ def _watched() -> dict[str, Any]:
         if mod is not None and getattr(getattr(mod, "__spec__", None), "name", name).startswith("pytest_cudal1"):
             objs[f"sys.modules[{name!r}]"] = mod  # a stand-in module would serve a later import
             for attr, val in vars(mod).items():
+                if attr in _BUILTIN_NAMES:
+                    objs[f"{name}.{attr}{SHADOWS}"] = val
                 # Every callable a harness module holds, its own and those it bound (the timed region's
                 # ``_perf_counter_ns`` is time's function: a rebound one shortened every sample), and its
                 # C library handles (``_libc``, ``_cudart``).
@@ -673,6 +681,8 @@ class TamperWatch:
     def tampered(self) -> str | None:
         now = _watched()
         bad = sorted(k for k, v in self.objs.items() if k not in now or now[k] is not v)
+        bad += sorted(k for k in now if k.endswith(SHADOWS) and k not in self.objs  # of a module watched before
+                      and f"sys.modules[{k.rsplit('.', 1)[0]!r}]" in self.objs)
         if not bad:
             return None
         # Those rebound first: a rebound builtin (``isinstance``, ``float``) can also hide constants from the watch.

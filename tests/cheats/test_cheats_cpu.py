@@ -83,6 +83,8 @@ CASES: list[Case] = [
     planted(RELU, "tamper_main_module_ref", "JUDGE_TAMPERING", group="relu-state",
             why="probe: a module the worker's request loop holds, swapped; its functions untouched"),
     planted(RELU, "tamper_builtin", "JUDGE_TAMPERING", group="relu-state", why="probe: a builtin the harness calls"),
+    planted(RELU, "tamper_shadow_builtin", "JUDGE_TAMPERING", group="relu-state",
+            why="probe: a new global of a harness module named as a builtin it calls"),
     planted(RELU, "tamper_wire_encode", "JUDGE_TAMPERING", group="relu-state"),
     planted(RELU, "tamper_wire_channel_method", "JUDGE_TAMPERING", group="relu-state",
          why="probe: a replaced method of a wire class, not a module function"),
