@@ -207,6 +207,7 @@ def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
         warnings=list(dict.fromkeys(w for t in runs for w in t.warnings)),
         gpu_state=_pooled_state([t.gpu_state for t in runs if t.gpu_state]),
         wall_s=_summed([t.wall_s for t in runs]),
+        unreported_ms=statistics.median(t.unreported_ms for t in runs),
     )
 
 
@@ -549,6 +550,7 @@ def measure_pairs(
         warnings=warnings,
         gpu_state=_state_summary(states),
         wall_s=wall.seconds(),
+        unreported_ms=unreported,
     )
 
 
