@@ -205,10 +205,13 @@ class TimedLoop:
 
     def _let_go(self, calls: int) -> None:
         """Held outputs let go while the device is short of a call's room (``memory.let_go``): the candidate's
-        down to those of ``HELD_CALLS_SHORT`` calls or of one sample, the reference's all. On an 80 GB H100 the
+        down to those of ``HELD_CALLS_SHORT`` calls or of one sample; the reference's all, and while there is
+        less room than both sides' calls need (the harness shrinks its own buffers first). On an 80 GB H100 the
         reference of a 6.4 GB task ran out of memory holding two outputs it never checks (session 28)."""
-        keep = max(HELD_CALLS_SHORT, calls) if self.checked else 0
-        memory.let_go(self.held, 2 * sum(self.poison), self.inputs.device, keep)
+        if self.checked:
+            memory.let_go(self.held, 2 * sum(self.poison), self.inputs.device, keep=max(HELD_CALLS_SHORT, calls))
+        else:
+            memory.let_go(self.held, 4 * sum(self.poison), self.inputs.device, keep=0)
 
     @staticmethod
     def _in(pool: Any) -> Any:
