@@ -62,7 +62,7 @@ class PairedTiming:
     # part of "samples"; the rest is the harness's overhead.
     wall_s: dict[str, float] = dataclasses.field(default_factory=dict)
     # The controller's clock around the candidate's samples beyond their reported time and the reference's harness
-    # overhead, ms per sample (median of pairs): what ``timing.UNREPORTED_MS`` bounds, kept as evidence.
+    # overhead, ms per sample (median of pairs): what ``timing._unreported`` bounds.
     unreported_ms: float = 0.0
 
 

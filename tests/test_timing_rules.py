@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 
 import pytest
 import torch
+from cudal1_helpers import candidate_source, read_ledger, run_pytest, task_source, write_candidate, write_task
 
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
@@ -259,3 +261,46 @@ def test_host_work_done_while_the_gpu_holds_is_counted() -> None:
     sample, _ = timed_sample(loop, 0, 1, "cuda", flush)
     assert sample["event_ms"] < 0.3 and sample["enqueue_ms"] >= 0.5
     assert _sample_ms(sample)[0] == sample["enqueue_ms"]
+
+
+# Disarms the tamper watch through ``gc`` (any code in the worker can) and reports a hundredth of each sample's time:
+# only the controller's clock around the request, outside the worker, can see what it hid.
+DISARMED_FORGER = candidate_source(header="""
+import gc
+import sys
+import types
+
+from pytest_cudal1.workers import guards, timed_loop
+
+for obj in gc.get_objects():
+    if isinstance(obj, guards.TamperWatch):
+        obj.objs = {}  # nothing left to compare
+
+_real = timed_loop.timed_sample
+
+
+def _forged(*args, **kwargs):
+    sample, outs = _real(*args, **kwargs)
+    return dict(sample, host_ms=sample["host_ms"] / 100), outs
+
+
+_stand_in = types.ModuleType(timed_loop.__name__)
+_stand_in.__dict__.update(vars(timed_loop))
+_stand_in.timed_sample = _forged
+sys.modules["__main__"].timed_loop = _stand_in
+""", forward="return x @ x")
+
+
+def test_a_timer_forged_past_a_disarmed_watch_is_a_timer_mismatch(tmp_path: Path) -> None:
+    """A 384x384 matmul, ~2 ms a call on this CPU and little harness work around it, reported 100x faster.
+    The old allowance (5 ms, or half the wall time of a sample) passed it as OK at ~100x."""
+    write_task(tmp_path / "tasks", 1, "1_mm", task_source(forward="return x @ x", shape="384, 384"))
+    write_candidate(tmp_path / "cands", 1, "1_mm", "forger", DISARMED_FORGER)
+    ledger = tmp_path / "ledger.jsonl"
+    run_pytest(tmp_path, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
+               f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
+               f"--cudal1-cache-dir={tmp_path / 'cache'}")
+    [record] = read_ledger(ledger)
+    verdict = record["verdict"]
+    assert verdict["reason"] == "TIMER_MISMATCH", verdict
+    assert verdict["evidence"]["unreported_ms"] > verdict["evidence"]["allowed_ms"]
