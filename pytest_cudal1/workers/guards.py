@@ -680,11 +680,9 @@ class TamperWatch:
 
     def tampered(self) -> str | None:
         now = _watched()
-        bad = sorted(k for k, v in self.objs.items() if k not in now or now[k] is not v)
-        bad += sorted(k for k in now if k.endswith(SHADOWS) and k not in self.objs  # of a module watched before
-                      and f"sys.modules[{k.rsplit('.', 1)[0]!r}]" in self.objs)
-        if not bad:
-            return None
+        bad = [k for k, v in self.objs.items() if k not in now or now[k] is not v]
+        bad += [k for k in now if k.endswith(SHADOWS) and k not in self.objs  # of a module watched before
+                and f"sys.modules[{k.rsplit('.', 1)[0]!r}]" in self.objs]
         # Those rebound first: a rebound builtin (``isinstance``, ``float``) can also hide constants from the watch.
-        bad.sort(key=lambda k: k not in now)
-        return f"replaced: {', '.join(bad[:8])}"
+        bad.sort(key=lambda k: (k not in now, k))
+        return f"replaced: {', '.join(bad[:8])}" if bad else None
