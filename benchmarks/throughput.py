@@ -285,7 +285,8 @@ def run_ours(batch: list[dict[str, Any]], out: Path, ours_args: str, results: Re
                 results.write(candidate_line(
                     "ours", by_key[key], correct=rec["passed"], verdict=rec["verdict"]["reason"],
                     speedup=rec["speedup"], call_speedup=rec["call_speedup"], timed_s=timed_seconds(rec),
-                    phase_s=rec["phase_s"], timing_steps_s=timing_steps(rec), wall_s=wall, t_s=now - start))
+                    phase_s=rec["phase_s"], timing_steps_s=timing_steps(rec),
+                    reference_steps_s=rec.get("warm_start", {}).get("reference_s", {}), wall_s=wall, t_s=now - start))
             if finished:
                 break
             time.sleep(0.5)
@@ -354,14 +355,17 @@ def harness_summary(lines: list[dict[str, Any]], runs: list[dict[str, Any]]) -> 
         "timed_share": timed / wall if wall else None, "parts": parts,
         "correct": sum(bool(c["correct"]) for c in judged)}
     phases: dict[str, float] = {}
-    steps: dict[str, float] = {}
     for c in judged:
         for phase, seconds in (c.get("phase_s") or {}).items():
             phases[phase] = phases.get(phase, 0.0) + seconds
-        for step, seconds in (c.get("timing_steps_s") or {}).items():
-            steps[step] = steps.get(step, 0.0) + seconds
-    if steps:  # the timing phase by step: the timed regions lie inside "samples"
-        summary["timing_steps_s"] = dict(sorted(steps.items(), key=lambda kv: -kv[1]))
+    # The timing phase by step (the timed regions lie inside "samples"), and the reference's start by step.
+    for key in ("timing_steps_s", "reference_steps_s"):
+        steps: dict[str, float] = {}
+        for c in judged:
+            for step, seconds in (c.get(key) or {}).items():
+                steps[step] = steps.get(step, 0.0) + seconds
+        if steps:
+            summary[key] = dict(sorted(steps.items(), key=lambda kv: -kv[1]))
     if phases:
         summary["phase_s"] = dict(sorted(phases.items(), key=lambda kv: -kv[1]))
         summary["startup_s"] = sum(r.get("startup_s", 0.0) for r in runs)
@@ -464,6 +468,9 @@ def markdown(summary: dict[str, Any]) -> str:
     if "timing_steps_s" in hs.get("ours", {}):
         out += ["", f"Our timing runs by step (s, summed; timed regions {hs['ours']['timed_s']:.2f} s, inside "
                 "samples): " + ", ".join(f"{p} {s:.2f}" for p, s in hs["ours"]["timing_steps_s"].items())]
+    if "reference_steps_s" in hs.get("ours", {}):
+        out += ["", "Our reference starts by step (s, summed; `probe_*` inside the reference worker): "
+                + ", ".join(f"{p} {s:.2f}" for p, s in hs["ours"]["reference_steps_s"].items())]
     names = [h for h in HARNESSES if h in hs]
     header = ["candidate", "part", "published"] + [f"{h} (call)" if h == "ours" else h for h in names]
     out += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -165,6 +165,8 @@ class Judge:
                 return record
             finally:
                 record.warm_start["reference"] = self.references.start
+                if self.references.start_s:
+                    record.warm_start["reference_s"] = self.references.start_s
             self.prefetch(upcoming, next_task, more)
             record.verdict = self._run(task, candidate, reference, worker, record, phase, screen)
         finally:

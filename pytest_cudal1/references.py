@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Any
 
 from kernelbench.loaders import Task
@@ -32,6 +33,7 @@ class ReferencePool:
         self.ahead: dict[str, Any] | None = None  # the spare's answer to its load made ahead, once read
         self.spare_placed = False  # the spare was asked for its load's device part (``to_device``)
         self.start = "fresh"  # how ``get`` came by the current worker: "kept", "loaded_ahead" or "fresh"
+        self.start_s: dict[str, float] = {}  # and where its time went, by step (``get``)
         self.replicas: list[WorkerProcess] = []  # more reference workers of the task, for timing in several pairs
         self.call_peak = 0  # the most one reference call needed beyond its inputs (``ReferenceWorker.probe``)
 
@@ -86,23 +88,30 @@ class ReferencePool:
     def get(self, task: Task) -> WorkerProcess:
         """The task's loaded and probed reference worker: the one kept, the spare loaded ahead, or a new one."""
         if self.worker is not None and self.task_sha == task.sha256 and self.worker.proc.poll() is None:
-            self.start = "kept"
+            self.start, self.start_s = "kept", {}
             return self.worker
         self.close_current()
+        began = time.perf_counter()
         if self.spare is not None and self.spare[0] == task.sha256:
             self.await_spare()
         spare, ahead = self.spare, self.ahead
         self.spare, self.ahead = None, None
         self.worker, self.task_sha = claim(spare, task.sha256), task.sha256
+        self.start_s = {"spare_wait": time.perf_counter() - began}
         if self.worker is not None and ahead is not None:
             self.start, loaded = "loaded_ahead", ahead
         else:  # the worker is kept in ``self.worker`` first, so ``close_current`` ends it if its load fails
             self.worker, self.start = self.worker or self._start(task), "fresh"
             loaded = self.worker.request("load", self._load_body(task), self.cfg.compile_timeout)
         self.init_inputs = loaded["init_inputs"]
+        self.start_s["load"] = time.perf_counter() - began - self.start_s["spare_wait"]
         probe = self.worker.request("probe", {"recipe": dataclasses.asdict(Recipe(seed=self.cfg.seed, family="task",
                                                                                   scale=1.0))},
                                     self.cfg.call_timeout * 4)
+        # The probe's own steps, and the rest of its request (the pipe, the reply): where a new task's start goes.
+        self.start_s.update({f"probe_{k}": v for k, v in probe.get("seconds", {}).items()})
+        self.start_s["probe_request"] = (time.perf_counter() - began - sum(self.start_s.values()))
+        self.start_s = {k: round(v, 4) for k, v in self.start_s.items()}
         if not probe["fits"]:
             raise WorkerFailure(Reason.REFERENCE_TOO_LARGE, too_large_message(task, probe), probe)
         if probe["stateful"]:

@@ -88,10 +88,14 @@ def test_ours_writes_a_line_per_candidate_and_a_summary(ours_run: Path) -> None:
     steps = ours["timing_steps_s"]
     assert {"setup", "samples", "digests", "element_checks"} <= set(steps) and ours["timed_s"] <= steps["samples"]
     assert sum(steps.values()) <= ours["phase_s"]["timing"] + 1e-2
+    # the references' starts by step, inside the reference_start phase
+    starts = ours["reference_steps_s"]
+    assert {"spare_wait", "probe_trial"} <= set(starts) and sum(starts.values()) <= ours["phase_s"]["reference_start"] + 1e-2
     table = (ours_run / "throughput.md").read_text(encoding="utf-8")
     assert "| harness | candidates | correct | wall s | candidates/hour |" in table
     assert f"| ours | 4 | {ours['correct']} | {wall:.1f} | {ours['candidates_per_hour']:.0f} |" in table
     assert "Our timing runs by step (s, summed; timed regions" in table
+    assert "Our reference starts by step (s, summed;" in table
     for c in candidates:  # the verdict column: each candidate's code (and speedup when timed)
         cell = c["verdict"] + (f" {c['speedup']:.2f}x" if c["speedup"] is not None else "")
         assert f"| {c['key']} | {c['part']} |" in table and cell in table

@@ -94,6 +94,13 @@ def test_the_next_tasks_reference_is_loaded_ahead(warm_run: dict[str, Any]) -> N
     assert ahead["warm_start"]["candidate"] == "spare" and kept["warm_start"]["candidate"] == "spare"
     # Only the probe is left for the item itself: the slow load (SLEEP_S) happened during the previous item.
     assert ahead["phase_s"]["reference_start"] < SLEEP_S, ahead["phase_s"]
+    # Where that start went, by step: the wait for the spare, no load of its own, the probe's steps inside the worker.
+    steps = ahead["warm_start"]["reference_s"]
+    assert steps["load"] < 0.1 and {"spare_wait", "probe_trial", "probe_history", "probe_request"} <= set(steps)
+    assert 0 < sum(steps.values()) <= ahead["phase_s"]["reference_start"] + 1e-2, steps
+    assert "reference_s" not in kept["warm_start"]  # nothing was started for it
+    fresh = _record(warm_run, "L1/1_broken_first::c1")["warm_start"]
+    assert fresh["reference"] == "fresh" and "probe_trial" not in fresh["reference_s"]  # its load failed
 
 
 def test_timing_waits_for_the_spares_start_on_the_cpu_only(warm_run: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 import types
 from typing import Any
 
@@ -222,28 +223,35 @@ class ReferenceWorker:
         The trial's tensors are freed afterwards. A load made ahead left the idle synchronize for here, and
         its device part, where the controller did not ask for it earlier.
         """
+        steps = _Steps()
         self.to_device(None)
+        steps("to_device")
         if self.idle_sync is None:
             self.idle_sync = timed_loop.idle_sync_ms(self.device)
+        steps("idle_sync")
         input_bytes, output_bytes = self._meta_sizes()
+        steps("sizing")
         need = NEED_PER_INPUT_BYTE * input_bytes + NEED_PER_OUTPUT_BYTE * output_bytes
         available = memory.free_bytes(self.device)
         facts = {"need_bytes": need, "input_bytes": input_bytes, "output_bytes": output_bytes,
                  "available_bytes": available, "device": self.device, "fits": True, "oom": "",
                  "stateful": False, "history_change": 0.0}
         if available and need > available:
-            return {**facts, "fits": False, "call_peak_bytes": 0}
+            return {**facts, "fits": False, "call_peak_bytes": 0, "seconds": steps.seconds}
         try:
             self.trial(body)
+            steps("trial")
             facts["history_change"] = self._history_change()
             facts["stateful"] = facts["history_change"] > HISTORY_CHANGE
+            steps("history")
         except BaseException as exc:  # noqa: BLE001 - only running out of memory is an answer here
             if runtime.classify(exc) != "oom":
                 raise
             facts.update(fits=False, oom=f"{type(exc).__name__}: {str(exc)[:600]}")
         finally:
             self._drop_trial()
-        return {**facts, "call_peak_bytes": self.call_peak}
+        steps("drop")
+        return {**facts, "call_peak_bytes": self.call_peak, "seconds": steps.seconds}
 
     def _history_change(self) -> float:
         """How much two calls on the last trial's inputs, one right after the other, differ: the largest
@@ -417,6 +425,19 @@ class _Trial:
     def nbytes(self) -> int:
         outputs = [self.native] if self.expected is self.native else [self.native, self.expected]
         return sum(t.numel() * t.element_size() for t in guards.tensors([self.originals, *outputs]))
+
+
+class _Steps:
+    """Seconds of each step since the last, for the probe's reply: where a reference's start goes."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self.last, 4)
+        self.last = now
 
 
 def _moved_trial(done: _Trial, device: str) -> _Trial:
