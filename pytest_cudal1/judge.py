@@ -55,6 +55,7 @@ class JudgeConfig:
     judge_seed: int | None = None
     allow_global: frozenset[str] = frozenset()  # algorithm-selection settings a candidate may change (``allowances``)
     speedup: str = "kernel"  # the measure the reward is taken from (``reward.MEASURES``); both are recorded
+    call_measure: bool = True  # on a GPU, also time the call measure (``--cudal1-no-call-measure``: kernel only)
     # Every candidate gets trial recipes of its own and the reference recomputes them (``--cudal1-fresh-trials``).
     fresh_trials: bool = False
 
@@ -222,12 +223,12 @@ class Judge:
             record.timing, bad = self._remeasured(record.timing, pairs, rng, "kernel")
             if bad is not None:
                 return bad
-            if self.gpu:
+            if not self.gpu:
+                record.call_timing = call_measure_on_cpu(record.timing)
+            elif cfg.call_measure:
                 record.call_timing, bad = self._remeasured(self._measure(pairs, rng, "call"), pairs, rng, "call")
                 if bad is not None:
                     return bad
-            else:
-                record.call_timing = call_measure_on_cpu(record.timing)
             phase("timing")
             # Nothing is timed from here on: the next item's workers take their device part (CUDA context, the
             # reference's models and rounding) while this one's kernels are listed and its workers close.

@@ -38,6 +38,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("speedup", "string", "kernel", "the measure the reward is taken from: kernel (short calls replayed as CUDA "
                                     "graphs on both sides) or call (eager calls as a user makes them, launch "
                                     "included); both are recorded"),
+    ("no-call-measure", "bool", False, "on a GPU, time the kernel measure only (the reward's by default; the call "
+                                       "speedup stays empty): its pairs are about half the timing phase"),
     ("cache-dir", "string", None, "where builds, logs and source copies go (default: .cudal1_cache in rootdir)"),
     ("custom-kernels-only", "bool", False, "reject candidates whose GPU kernels are all library kernels (LIBRARY_ONLY)"),
     ("no-kernel-list", "bool", False, "skip listing each candidate's GPU kernels after timing: the profiler's first "
@@ -116,6 +118,9 @@ def speedup_measure(config: pytest.Config) -> str:
     measure = setting(config, "speedup")
     if measure not in MEASURES:
         raise pytest.UsageError(f"--cudal1-speedup: expected one of {', '.join(MEASURES)}, got {measure!r}")
+    if measure == "call" and setting(config, "no-call-measure"):
+        raise pytest.UsageError("--cudal1-speedup=call takes the reward from the call measure that "
+                                "--cudal1-no-call-measure skips")
     return measure
 
 

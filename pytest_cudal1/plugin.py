@@ -276,6 +276,7 @@ class CudaL1Session:
             timing_processes=max(1, setting(self.config, "timing-processes")),
             allow_global=self.allow_global,
             speedup=speedup_measure(self.config),
+            call_measure=not setting(self.config, "no-call-measure"),
             fresh_trials=setting(self.config, "fresh-trials"),
         )
 

@@ -138,6 +138,25 @@ def test_an_unknown_measure_is_a_usage_error(layout: Path) -> None:
     assert "--cudal1-speedup: expected one of kernel, call, got 'wall'" in result.stderr.str()
 
 
+def test_the_reward_cannot_come_from_a_measure_that_is_skipped(layout: Path) -> None:
+    result, records, _ = judged(layout, "skipped", "--cudal1-speedup=call", "--cudal1-no-call-measure")
+    assert result.ret == 4 and not records
+    assert "--cudal1-speedup=call takes the reward from the call measure" in result.stderr.str()
+
+
+@pytest.mark.gpu
+def test_no_call_measure_times_the_kernel_measure_alone(layout: Path) -> None:
+    """For training runs, whose reward is the kernel measure: the call measure's pairs are skipped on a GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    result, (record,), _ = judged(layout, "kernel-only", "--cudal1-no-call-measure")
+    assert record["verdict"]["reason"] == "OK", result.stdout.str()
+    assert record["call_timing"] is None and record["call_speedup"] is None
+    assert record["timing"]["pairs"] >= 3 and record["reward"] == rounded_toward_one(record["speedup"])
+
+
 def test_a_record_round_trips_with_both_measures(default_run) -> None:
     _, (record,), _ = default_run
     again = json.loads(json.dumps(JudgedRecord.from_json(record).to_json()))
