@@ -8,7 +8,7 @@ the harness's steps to the bare loop one at a time, each as 10 runs of 30 sample
 - ``bare``: flush, hold, replay;
 - ``refill``: the ``calls`` input sets refilled with fresh values before the flush (as
   ``timing_inputs.TimingInputs`` does);
-- ``refill_reset_l2``: and the persisting-L2 reset (``guards.reset_persisting_l2``);
+- ``refill_reset_l2``: and the persisting-L2 reset (``process_state.reset_persisting_l2``);
 - ``refill_nvml``: and an NVML reading between samples (``environment.gpu_state``);
 - ``refill_partner``: and a second process doing the same in lockstep, as the other
   worker of a pair does;
@@ -97,9 +97,9 @@ class Loop:
         if variant != "bare":
             self.refill()
         if variant == "refill_reset_l2":
-            from pytest_cudal1.workers import guards
+            from pytest_cudal1.workers import process_state
 
-            guards.reset_persisting_l2()
+            process_state.reset_persisting_l2()
         self.flush.random_()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

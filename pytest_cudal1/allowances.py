@@ -1,7 +1,7 @@
 """Process-wide settings a user accepts a candidate changing (``--cudal1-allow-global``).
 
 By default a drop-in module must leave its caller's process as it found it: the
-candidate worker flags every changed setting (``workers/guards.state_changes``).
+candidate worker flags every changed setting (``workers/process_state.state_changes``).
 Settings that only pick among algorithms of the same precision (cuDNN autotuning,
 say) can be accepted by name; the controller drops them from the worker's flags
 and the record names them (``global_flags_set``). The worker is never told which

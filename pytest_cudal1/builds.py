@@ -88,7 +88,7 @@ class BuildPool:
     def folders(self, candidate: Candidate) -> dict[str, str]:
         """The candidate's own cache folders. Libraries read them when they compile (numba when first imported,
         which a worker that did not preload it leaves to the candidate's import), and none is a setting the judge
-        watches (``guards.watched_env``): a worker started before its candidate was known sets them when it loads
+        watches (``process_state.watched_env``): a worker started before its candidate was known sets them when it loads
         the candidate (``CandidateWorker.load``)."""
         d = self.build_dir(candidate)
         return {

@@ -300,7 +300,7 @@ SAMPLED_ELEMENTS = 256
 
 def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rounding: float = 0.0,
                        floor: float = 0.0) -> bool:
-    """Per-tensor digests (``guards.fingerprint``) agree within what the comparison's tolerance allows.
+    """Per-tensor digests (``digests.fingerprint``) agree within what the comparison's tolerance allows.
 
     With ``b_i = rtol (|e_i| + rms) + slack`` the per-element bound of ``compare`` (``slack`` from the
     reference's relative ``rounding`` and absolute ``floor``), a candidate within it everywhere moves the sums by at most

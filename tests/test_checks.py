@@ -18,7 +18,8 @@ from pytest_cudal1.compare import absolute_rounding, compare, relative_rounding
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import FAMILIES, SCALES, Recipe, draw_inputs, recipe_strategy
 from pytest_cudal1.timing import fingerprints_match
-from pytest_cudal1.workers.guards import fingerprint, fingerprints, reused, sampled_elements
+from pytest_cudal1.workers.digests import fingerprint, fingerprints, sampled_elements
+from pytest_cudal1.workers.guards import reused
 
 TASKS = Path(__file__).resolve().parent / "cheats" / "cases" / "tasks" / "level1"
 RECIPES = [Recipe(seed=s, family=f, scale=c, regions=2 if f == "mixed" else 0, outliers=8 if f == "mixed" else 0)
@@ -287,15 +288,15 @@ def test_a_comparison_in_blocks_finds_what_one_over_the_whole_tensor_finds(monke
 
 
 def test_a_digest_taken_in_blocks_is_the_whole_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of rows (``guards.DIGEST_BLOCK_ROWS``; a 6.4 GB output's float64 copy is never made) give the
+    """Blocks of rows (``digests.DIGEST_BLOCK_ROWS``; a 6.4 GB output's float64 copy is never made) give the
     figures of one pass over the output, up to summation order, and still see the order of its elements."""
-    from pytest_cudal1.workers import guards
+    from pytest_cudal1.workers import digests
 
     torch.manual_seed(2)
-    x = torch.randn(5 * guards.PROJECTION_WIDTH + 123)
+    x = torch.randn(5 * digests.PROJECTION_WIDTH + 123)
     x[7], x[-1] = float("nan"), float("inf")
     whole = fingerprint(x)
-    monkeypatch.setattr(guards, "DIGEST_BLOCK_ROWS", 2)
+    monkeypatch.setattr(digests, "DIGEST_BLOCK_ROWS", 2)
     blocks = fingerprint(x)
     assert blocks[0][0] == whole[0][0] == x.numel() and blocks[0][4] == whole[0][4] == 2  # numel, non-finite
     assert blocks[0] == pytest.approx(whole[0], rel=1e-12, abs=1e-9)

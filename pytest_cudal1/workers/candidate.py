@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.workers import build_locks, extension_failures, guards, memory, runtime, timed_loop
+from pytest_cudal1.workers import (build_locks, digests, extension_failures, guards, memory, process_state, runtime, tamper,
+                                   timed_loop)
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 
 
@@ -81,8 +82,8 @@ class CandidateWorker:
         self.warm.cpu()
         self.flush = timed_loop.Flusher(self.device) if self.warm.on_device else None
         self.idle_sync = 0.0
-        self.baseline = guards.settings()
-        self.watch = guards.TamperWatch()
+        self.baseline = process_state.settings()
+        self.watch = tamper.TamperWatch()
         self.module: Any = None
         self.model: torch.nn.Module | None = None
         self.loop: timed_loop.TimedLoop | None = None
@@ -100,7 +101,7 @@ class CandidateWorker:
         tampered = self.watch.tampered()
         if tampered:
             flags.append(flag("JUDGE_TAMPERING", tampered))
-        return flags + guards.state_changes(self.baseline, guards.settings())
+        return flags + process_state.state_changes(self.baseline, process_state.settings())
 
     def ready(self, body: Any) -> dict[str, Any]:
         """Answered once the warm start is done (``runtime.WarmStart``): what it did. ``{"device": true}``:
@@ -118,8 +119,8 @@ class CandidateWorker:
             raise RuntimeError("the device must be started before the candidate is imported")
         self.warm.device_context()
         self.flush = timed_loop.Flusher(self.device)
-        self.baseline = guards.settings()
-        self.watch = guards.TamperWatch()  # again: the baseline bound libcudart's handle (``guards._cudart``)
+        self.baseline = process_state.settings()
+        self.watch = tamper.TamperWatch()  # again: the baseline bound libcudart's handle (``process_state._cudart``)
 
     def load(self, body: dict[str, Any]) -> dict[str, Any]:
         # The candidate's cache folders and its working folder: a worker started before its candidate was known
@@ -162,7 +163,7 @@ class CandidateWorker:
         if not lazy:
             self.last_output = out
             self.held.append(out)
-        return {"call_ms": call_ms, "flags": self.state_flags(), "fingerprint": None if lazy else guards.fingerprint(out)}
+        return {"call_ms": call_ms, "flags": self.state_flags(), "fingerprint": None if lazy else digests.fingerprint(out)}
 
     def _call(self, inputs: list[Any]) -> Any:
         assert self.model is not None
@@ -236,7 +237,7 @@ class CandidateWorker:
             elif poisoned:
                 flags.append(flag("UNINITIALIZED_OUTPUT", f"{poisoned} output words still hold the poison pattern"))
         flags += self.state_flags()
-        return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else guards.fingerprint(out)}
+        return {"call_ms": call_ms, "flags": flags, "fingerprint": None if lazy else digests.fingerprint(out)}
 
     def _place(self, body: dict[str, Any], writes_held: bool) -> guards.Guarded:
         """A correctness call's inputs (in guarded slots) and poisoned blocks, then the hold the call queues behind.
@@ -312,7 +313,7 @@ class CandidateWorker:
         assert self.loop is not None and self.flush is not None
         sample, self.timed_outputs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
                                                              self.device, self.flush, self.idle_sync,
-                                                             before=guards.reset_persisting_l2,
+                                                             before=process_state.reset_persisting_l2,
                                                              graph=bool(body.get("graph")),
                                                              hold=bool(body.get("hold", True)))
         self.timed_graph = bool(sample["graph"])
@@ -329,14 +330,14 @@ class CandidateWorker:
         else:
             aliasing_allowed = "OUTPUT_ALIASES_INPUT" in self.allowed
             flags += [flag(code, detail) for code, detail in self.loop.inspect(outs, self.timed_graph, aliasing_allowed)]
-            reply["fingerprints"] = guards.fingerprints(outs)
+            reply["fingerprints"] = digests.fingerprints(outs)
         self.last_output = outs[-1]
         reply["flags"] = flags + self.state_flags()
         return reply
 
     def elements(self, body: dict[str, Any]) -> list[torch.Tensor]:
         """Elements of every call of the last sample, at positions the controller drew after it ran."""
-        picked = guards.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
+        picked = digests.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
         self.timed_outputs = []
         return picked
 

@@ -4,19 +4,17 @@ They report what they see as flags (``{"code", "detail"}``); the controller
 decides, after comparing with what the reference worker saw under the same
 checks (a reference that itself aliases or mutates its input makes that legal).
 Everything here is bound at import, before the candidate module is loaded, and
-``tampered()`` notices if the candidate rebinds any of it afterwards.
+``tamper.TamperWatch`` notices if the candidate rebinds any of it afterwards.
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import os
 import sys
 import sysconfig
 import threading
 import time
-import types
 from typing import Any, Iterable, Iterator
 
 import torch
@@ -95,104 +93,6 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
-DIGEST_PROJECTIONS = 16
-PROJECTION_WIDTH = 4096
-DIGEST_BLOCK_ROWS = 1024  # rows of a digest's block: 4M elements
-_PROJECTION_SEED = 0xD16E57
-_projection_weights: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def fingerprint(out: Any) -> list[list[float]]:
-    """Per output tensor: numel, sum, sum of |x|, sum of squares (float64, NaN-skipping), the count of
-    non-finite elements, the dtype's rtol (0 for exact dtypes), and ``DIGEST_PROJECTIONS`` projections
-    on fixed random weights (``_projections``).
-
-    Cheap enough for every timed call: the controller compares each call's digest with the reference's
-    for the same inputs (``timing.fingerprints_match``), and with earlier calls' digests to spot replayed
-    values. The sums do not see order and average rounding away; the projections see both: an unsorted
-    sort moves them by the size of the output, and bf16 arithmetic by its error's norm, which the
-    rounding model's tolerance for them (an L2 bound) is far below.
-    """
-    return fingerprints([out])[0]
-
-
-def fingerprints(outs: list[Any]) -> list[list[list[float]]]:
-    """``fingerprint`` of every call's output, read back in one device-to-host copy per device.
-
-    Each tensor's digest is computed by the same kernels as on its own (bit-identical: the replay
-    check keys trials and timed calls by them); only the copies are gathered, so the host queues every
-    call's digest without waiting for the GPU between tensors."""
-    from pytest_cudal1.compare import DEFAULT_RTOL, RTOL
-
-    calls: list[list[tuple[float, float, torch.device, int]]] = []  # per tensor: numel, rtol, device, row there
-    rows: dict[torch.device, list[torch.Tensor]] = {}
-    for out in outs:
-        calls.append([])
-        for t in tensors(out):
-            rtol = RTOL.get(str(t.dtype).removeprefix("torch."), DEFAULT_RTOL) if t.is_floating_point() else 0.0
-            on_device = rows.setdefault(t.device, [])
-            calls[-1].append((float(t.numel()), rtol, t.device, len(on_device)))
-            on_device.append(_digest(t))
-    read = {device: torch.stack(digests).tolist() for device, digests in rows.items()}
-    return [[[numel, *read[device][row][:4], rtol, *read[device][row][4:]] for numel, rtol, device, row in call]
-            for call in calls]
-
-
-def _digest(t: torch.Tensor) -> torch.Tensor:
-    """One tensor's sums, non-finite count and projections (float64, on its device), ``DIGEST_BLOCK_ROWS``
-    rows at a time: no full-size float64 copy of a large output (25.6 GB of temporaries for a 6.4 GB one)."""
-    flat = t.detach().reshape(-1)
-    n = flat.numel()
-    u, v = _weights(flat.device, -(-n // PROJECTION_WIDTH))
-    total = torch.zeros(4 + DIGEST_PROJECTIONS, dtype=torch.float64, device=flat.device)
-    step = DIGEST_BLOCK_ROWS * PROJECTION_WIDTH
-    for start in range(0, n, step):
-        d = flat[start:start + step].to(torch.float64)
-        sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
-        first = start // PROJECTION_WIDTH
-        total += torch.cat([sums, _projections(d, u[first:first + DIGEST_BLOCK_ROWS], v)])
-    return total
-
-
-def _weights(device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fixed random weights U (one per row) and V (one per column) of an output of ``rows`` rows."""
-    key = (str(device), rows)
-    if key not in _projection_weights:
-        gen = torch.Generator().manual_seed(_PROJECTION_SEED)
-        v = torch.randn(PROJECTION_WIDTH, generator=gen, dtype=torch.float64)
-        u = torch.randn(rows, 1, generator=gen, dtype=torch.float64)
-        _projection_weights[key] = (u.to(device), v.to(device))
-    return _projection_weights[key]
-
-
-def _projections(d: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """sum_i w_i d_i over the finite d_i of each of ``DIGEST_PROJECTIONS`` classes of positions (i mod
-    the count), for fixed random weights w_i = U[row] V[col] with the output laid out in rows of
-    ``PROJECTION_WIDTH``: uncorrelated unit-variance weights from two small vectors, in a few elementwise
-    passes (no BLAS: on a busy CPU its thread barriers cost milliseconds a call)."""
-    rows = -(-d.numel() // PROJECTION_WIDTH)
-    x = torch.nn.functional.pad(d, (0, rows * PROJECTION_WIDTH - d.numel())).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
-    per_class = (x.view(rows, PROJECTION_WIDTH) * v).view(rows, -1, DIGEST_PROJECTIONS).sum(1)
-    return (per_class * u).sum(0)
-
-
-def sampled_elements(outs: list[Any], seed: int, count: int) -> list[torch.Tensor]:
-    """Up to ``count`` elements of every output tensor of every call, at positions drawn from ``seed``.
-
-    The controller draws ``seed`` after the calls returned, so a candidate cannot know which elements
-    of which call will be compared in full; both workers gather the same positions.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    picked = []
-    for out in outs:
-        for t in tensors(out):
-            flat = t.detach().reshape(-1)
-            n = flat.numel()
-            idx = torch.arange(n) if n <= count else torch.randint(0, n, (count,), generator=gen)
-            picked.append(flat[idx.to(flat.device)].clone())
-    return picked
-
-
 def storage_ptrs(out: Any) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in tensors(out) if t.numel()}
 
@@ -207,6 +107,7 @@ def snapshot(out: Any) -> list[torch.Tensor]:
     return [_bit_digest(t) for t in tensors(out)]
 
 
+DIGEST_SEED = 0xD16E57  # the fixed random weights of this digest and of the value digests (``digests``)
 DIGEST_WORDS = 1 << 20  # the after-return digest's block: 4 MiB of 32-bit words, each with weights of its own
 _bit_weights: dict[tuple[str, int], torch.Tensor] = {}  # per device: 2 x DIGEST_WORDS int64, 16 MB
 
@@ -219,7 +120,7 @@ def _bit_digest(t: torch.Tensor) -> torch.Tensor:
     raw = _bytes(t)
     key = (str(raw.device), DIGEST_WORDS)
     if key not in _bit_weights:
-        gen = torch.Generator(device=raw.device).manual_seed(_PROJECTION_SEED)
+        gen = torch.Generator(device=raw.device).manual_seed(DIGEST_SEED)
         _bit_weights[key] = torch.randint(-(2**62), 2**62, (2, DIGEST_WORDS), generator=gen, dtype=torch.int64,
                                           device=raw.device) | 1
     w = _bit_weights[key]
@@ -478,211 +379,3 @@ def settled(snap: list[torch.Tensor], out: Any, threads_before: set[int]) -> boo
         if time.monotonic() >= deadline:
             return True
         time.sleep(0.005)
-
-
-# ------------------------------------------------- process-wide state ---
-
-def settings() -> dict[str, Any]:
-    """Process-wide settings that change numerics or speed of anything run later."""
-    s: dict[str, Any] = {
-        "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
-            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction":
-            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
-        "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-        "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark,
-        "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
-        "torch.backends.cudnn.enabled": torch.backends.cudnn.enabled,
-        "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision(),
-        "torch.get_num_threads()": torch.get_num_threads(),
-        "torch.get_default_dtype()": str(torch.get_default_dtype()),
-        "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
-        "torch.is_grad_enabled()": torch.is_grad_enabled(),
-        # TorchScript's fusers and optimizing executor: how every scripted function run later is compiled
-        # (CUDA-L1's L3/22 turns GPU fusion on at import).
-        "torch._C._jit_can_fuse_on_gpu()": torch._C._jit_can_fuse_on_gpu(),
-        "torch._C._jit_can_fuse_on_cpu()": torch._C._jit_can_fuse_on_cpu(),
-        "torch._C._jit_texpr_fuser_enabled()": torch._C._jit_texpr_fuser_enabled(),
-        "torch._C._get_graph_executor_optimize()": torch._C._get_graph_executor_optimize(),
-    }
-    for k, v in os.environ.items():
-        if watched_env(k):
-            s[f"env:{k}"] = v
-    limit = persisting_l2_limit()
-    if limit is not None:
-        s["cudaLimitPersistingL2CacheSize"] = limit
-    return s
-
-
-# Environment variables that configure numerics, threads, devices, allocators or kernel compilers of the
-# libraries a candidate runs on (read after start-up too). Names ending like a location (a cache folder, a
-# tool's path) are left out: libraries fill those in for themselves (inductor sets TORCHINDUCTOR_CACHE_DIR,
-# TRITON_PTXAS_PATH, CUDA_HOME), and a location changes no result. Other variables change no library's
-# behaviour (inductor's _TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR, a candidate's own names).
-WATCHED_ENV_PREFIXES = ("CUDA_", "CUBLAS", "CUDNN", "NVIDIA_", "PYTORCH_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_",
-                        "KMP_", "GOMP_", "MALLOC_", "TRITON_", "NUMBA_", "CUPY_", "NCCL_")
-LOCATION_SUFFIXES = ("_DIR", "_PATH", "_HOME")
-
-# Settings that change the numerics of later work: a candidate that sets them is judged on lower precision.
-NUMERIC_SETTINGS = frozenset({
-    "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
-    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-    "torch.get_float32_matmul_precision()", "torch.get_default_dtype()",
-    "env:NVIDIA_TF32_OVERRIDE", "env:TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "env:TRITON_F32_DEFAULT",
-})
-
-
-def watched_env(name: str) -> bool:
-    return name.startswith(WATCHED_ENV_PREFIXES) and not name.endswith(LOCATION_SUFFIXES)
-
-
-def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, str]:
-    """Each setting that differs, by key, described as ``key: before -> after``."""
-    keys = sorted(set(before) | set(after))
-    return {k: f"{k}: {before.get(k, '<unset>')!r} -> {after.get(k, '<unset>')!r}"
-            for k in keys if before.get(k) != after.get(k)}
-
-
-def state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
-    """Flags for changed settings: PRECISION_SETTING_MODIFIED for numeric ones, GLOBAL_STATE_MODIFIED for the rest.
-
-    Each flag carries its ``settings`` (key -> description), so the controller can accept the
-    algorithm-selection flags a user allowed (``pytest_cudal1.allowances``) without the worker
-    knowing which.
-    """
-    changes = changed(before, after)
-    flags = []
-    for code, keys in (("PRECISION_SETTING_MODIFIED", [k for k in changes if k in NUMERIC_SETTINGS]),
-                       ("GLOBAL_STATE_MODIFIED", [k for k in changes if k not in NUMERIC_SETTINGS])):
-        if keys:
-            flags.append({"code": code, "detail": "; ".join(changes[k] for k in keys[:6]),
-                          "settings": {k: changes[k] for k in keys}})
-    return flags
-
-
-_cudart: Any = None
-
-
-def _runtime() -> Any:
-    """libcudart as loaded by torch (found in this process's maps), for the persisting-L2 limit."""
-    global _cudart
-    if _cudart is None:
-        import ctypes
-
-        _cudart = False
-        try:
-            with open("/proc/self/maps") as f:
-                paths = sorted({ln.split()[-1] for ln in f if "libcudart" in ln})
-            if paths:
-                _cudart = ctypes.CDLL(paths[0])
-        except OSError:
-            pass
-    return _cudart or None
-
-
-CUDA_LIMIT_PERSISTING_L2 = 0x06
-
-
-def persisting_l2_limit() -> int | None:
-    if not torch.cuda.is_initialized():
-        return None
-    rt = _runtime()
-    if rt is None:
-        return None
-    import ctypes
-
-    value = ctypes.c_size_t(0)
-    if rt.cudaDeviceGetLimit(ctypes.byref(value), CUDA_LIMIT_PERSISTING_L2) != 0:
-        return None
-    return int(value.value)
-
-
-def reset_persisting_l2() -> None:
-    """Outside the timer: no lines persist into the next sample."""
-    rt = _runtime() if torch.cuda.is_initialized() else None
-    if rt is not None:
-        rt.cudaCtxResetPersistingL2Cache()
-
-
-# --------------------------------------------------- judge tampering ---
-
-WATCHED_METHODS = {
-    torch.Tensor: ("__eq__", "clone", "to", "cpu", "copy_", "data_ptr", "__torch_function__"),
-    torch.cuda.Event: ("record", "elapsed_time", "synchronize", "query"),
-    torch.nn.Module: ("__call__", "_call_impl"),
-}
-
-
-# Names a module's globals may shadow: a global named ``max`` set in ``timed_loop`` after import would answer its
-# calls of ``max`` (the escaped-time clamp) in place of the builtin, with no watched binding changed.
-_BUILTIN_NAMES = frozenset(n for n in vars(builtins) if not n.startswith("__"))
-SHADOWS = " (a builtin's name)"
-
-
-def _watched() -> dict[str, Any]:
-    import ctypes
-    import inspect
-
-    objs: dict[str, Any] = {
-        "torch.allclose": torch.allclose, "torch.isclose": torch.isclose, "torch.equal": torch.equal,
-        "torch.testing.assert_close": torch.testing.assert_close,
-        "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
-        "torch.no_grad": torch.no_grad,
-        "time.perf_counter": time.perf_counter, "time.perf_counter_ns": time.perf_counter_ns,
-        "time.monotonic": time.monotonic, "time.time": time.time,
-        "os.write": os.write,
-    }
-    for cls, names in WATCHED_METHODS.items():
-        for name in names:  # static lookup: a classmethod makes a new bound object on every access
-            objs[f"{cls.__module__}.{cls.__qualname__}.{name}"] = inspect.getattr_static(cls, name, None)
-    # Every builtin the harness calls (a rebound ``float`` made the wire's encoder refuse every number).
-    objs.update({f"builtins.{attr}": val for attr, val in vars(builtins).items() if callable(val)})
-    for name, mod in list(sys.modules.items()):
-        # The worker itself runs as ``__main__``: its request loop's globals are as much the harness's.
-        if mod is not None and getattr(getattr(mod, "__spec__", None), "name", name).startswith("pytest_cudal1"):
-            objs[f"sys.modules[{name!r}]"] = mod  # a stand-in module would serve a later import
-            for attr, val in vars(mod).items():
-                if attr in _BUILTIN_NAMES:
-                    objs[f"{name}.{attr}{SHADOWS}"] = val
-                # Every callable a harness module holds, its own and those it bound (the timed region's
-                # ``_perf_counter_ns`` is time's function: a rebound one shortened every sample), and its
-                # C library handles (``_libc``, ``_cudart``).
-                if callable(val) or isinstance(val, ctypes.CDLL):
-                    _watch(objs, f"{name}.{attr}", val)
-                    if isinstance(val, type) and val.__module__ == name:  # harness classes: their methods too
-                        for meth, fn in vars(val).items():
-                            if callable(fn) or isinstance(fn, (staticmethod, classmethod)):
-                                _watch(objs, f"{name}.{attr}.{meth}", fn)
-                elif isinstance(val, types.ModuleType):  # the modules it calls through (``timed_loop.memory``)
-                    objs[f"{name}.{attr}"] = val
-                elif attr.isupper() and isinstance(val, (int, float, str, bytes, tuple, frozenset)):
-                    objs[f"{name}.{attr}"] = val  # its constants (a tail allowance, a hold, a tolerance)
-    return objs
-
-
-def _watch(objs: dict[str, Any], key: str, val: Any) -> None:
-    objs[key] = val
-    code = getattr(val, "__code__", None)
-    if code is not None:
-        objs[f"{key}.__code__"] = code
-
-
-class TamperWatch:
-    """Remembers the harness's functions, handles, constants and modules, the builtins, the timers and the checkers;
-    reports any rebinding."""
-
-    def __init__(self) -> None:
-        # The objects themselves, not their ids: held here, none can be freed and its address reused by a
-        # replacement (a float constant rebound twice would otherwise come back at the same id).
-        self.objs = _watched()
-
-    def tampered(self) -> str | None:
-        now = _watched()
-        bad = [k for k, v in self.objs.items() if k not in now or now[k] is not v]
-        bad += [k for k in now if k.endswith(SHADOWS) and k not in self.objs  # of a module watched before
-                and f"sys.modules[{k.rsplit('.', 1)[0]!r}]" in self.objs]
-        # Those rebound first: a rebound builtin (``isinstance``, ``float``) can also hide constants from the watch.
-        bad.sort(key=lambda k: (k not in now, k))
-        return f"replaced: {', '.join(bad[:8])}" if bad else None

@@ -19,7 +19,7 @@ import torch
 
 from pytest_cudal1.compare import REFILL_GAIN, absolute_rounding, compare, relative_rounding
 from pytest_cudal1.recipes import Recipe, draw_inputs
-from pytest_cudal1.workers import guards, memory, runtime, timed_loop
+from pytest_cudal1.workers import digests, guards, memory, process_state, runtime, timed_loop
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 from pytest_cudal1.workers.trial_cache import TrialCache, bound_from_env
 
@@ -172,7 +172,7 @@ class ReferenceWorker:
         native = self._native(guarded.inputs)
         outs = list(guards.tensors(native))
         reply = {"aliases_input": guards.aliases(native, guarded.inputs),
-                 "mutates_input": guarded.mutated() is not None, "fingerprint": guards.fingerprint(native),
+                 "mutates_input": guarded.mutated() is not None, "fingerprint": digests.fingerprint(native),
                  "output_nbytes": [t.numel() * t.element_size() for t in outs],
                  "nonfinite": any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in outs)}
         originals = guarded.originals
@@ -329,8 +329,8 @@ class ReferenceWorker:
 
     def check_elements(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """Compare the candidate's elements of every call of the last timed sample with the reference's at
-        the same positions (``guards.sampled_elements``), under the same rounding model."""
-        own = guards.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
+        the same positions (``digests.sampled_elements``), under the same rounding model."""
+        own = digests.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
         self.timed_outputs = []
         return _verdict(compare(_on_device(body["outputs"], self.device), own, None, "timed elements",
                                 rounding=self.rounding, floor=self.rounding_floor))
@@ -379,7 +379,7 @@ class ReferenceWorker:
         # and lets them go when the device is short (``TimedLoop.checked``).
         self.last_output, self.timed_outputs = None, []
         sample, outs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
-                                               self.idle_sync, before=guards.reset_persisting_l2,
+                                               self.idle_sync, before=process_state.reset_persisting_l2,
                                                graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
         self.timed_outputs, self.timed_graph = outs, bool(sample["graph"])
         self.last_output = outs[-1]
@@ -390,7 +390,7 @@ class ReferenceWorker:
         candidate's structural checks run here too, so both workers hold the same outputs alive."""
         assert self.loop is not None
         self.loop.inspect(self.timed_outputs, self.timed_graph, aliasing_allowed=True)
-        return {"fingerprints": guards.fingerprints(self.timed_outputs), "rounding": self.rounding,
+        return {"fingerprints": digests.fingerprints(self.timed_outputs), "rounding": self.rounding,
                 "rounding_floor": self.rounding_floor}
 
     def bandwidth(self, _body: Any) -> float | None:
