@@ -350,7 +350,8 @@ class _CallChecks:
         self.reference, self.candidate, self.rng, self.timeout = reference, candidate, rng, timeout
         self.clock = clock
 
-    def __call__(self, pair: int, cand: dict[str, Any], ref: dict[str, Any]) -> Verdict | None:
+    def __call__(self, pair: int, cand: dict[str, Any], ref: dict[str, Any], seed: int) -> Verdict | None:
+        """Verdict on one sample (drawn from ``seed``) of both sides, or None."""
         for f in cand.get("flags", []):
             return Verdict(Reason(f["code"]), f"timed call: {f['detail']}", {"pair": pair})
         if "fingerprints" not in cand:
@@ -358,24 +359,35 @@ class _CallChecks:
         if len(cand["fingerprints"]) != len(ref["fingerprints"]):
             return Verdict(Reason.PROTOCOL_VIOLATION, f"timed sample with {len(cand['fingerprints'])} output digests "
                            f"for {len(ref['fingerprints'])} calls", {"pair": pair})
-        rounding, floor = float(ref.get("rounding") or 0.0), float(ref.get("rounding_floor") or 0.0)
+        rounding = {"rounding": float(ref.get("rounding") or 0.0), "floor": float(ref.get("rounding_floor") or 0.0)}
         for k, (cfp, rfp) in enumerate(zip(cand["fingerprints"], ref["fingerprints"])):
             ck, rk = digest_key(cfp), digest_key(rfp)
             earlier = self.seen.setdefault(ck, rk)
-            if earlier != rk and not fingerprints_match(cfp, rfp, rounding, floor):
+            if fingerprints_match(cfp, rfp, **rounding):
+                continue
+            own = self._own(seed, k, rounding)
+            if fingerprints_match(cfp, rfp, **own):
+                continue
+            if earlier != rk:
                 return Verdict(Reason.OUTPUT_REPLAY, f"timed call {k} of pair {pair} returned the values of an earlier "
                                "call made on different inputs", {"pair": pair, "call": k})
-            if not fingerprints_match(cfp, rfp, rounding, floor):
-                return Verdict(Reason.WRONG_OUTPUT, f"timed call {k} of pair {pair}: output digest differs from the "
-                               f"reference's on the same inputs", {"pair": pair, "call": k, "digest": cfp, "expected": rfp})
-        return self._elements(pair)
+            return Verdict(Reason.WRONG_OUTPUT, f"timed call {k} of pair {pair}: output digest differs from the "
+                           f"reference's on the same inputs", {"pair": pair, "call": k, "digest": cfp, "expected": rfp,
+                                                               "rounding": own})
+        return self._elements(pair, seed)
 
-    def _elements(self, pair: int) -> Verdict | None:
+    def _own(self, seed: int, call: int, trials: dict[str, float]) -> dict[str, float]:
+        """The rounding call ``call`` of the sample drawn from ``seed`` is granted on its own inputs as well as the
+        trials' (``ReferenceWorker.call_rounding``): asked only for a call that fails under the trials'."""
+        return self.reference.request("call_rounding", {"seed": seed, "call": call}, self.timeout * 4) or trials
+
+    def _elements(self, pair: int, seed: int) -> Verdict | None:
         """Elements at positions drawn now, after the calls returned, from every call of the sample."""
         body = {"seed": self.rng.getrandbits(31), "count": SAMPLED_ELEMENTS}
         picked = self.candidate.request("elements", body, self.timeout, raw=True)
         try:
-            bad = self.reference.request("check_elements", {**body, "outputs": picked}, self.timeout * 4)
+            bad = self.reference.request("check_elements", {**body, "sample_seed": seed, "outputs": picked},
+                                         self.timeout * 4)
         except WorkerFailure as exc:
             raise WorkerFailure(Reason.REFERENCE_ERROR, f"checking the candidate's sampled elements failed in the "
                                 f"reference worker: {exc.message}", exc.evidence) from None
@@ -432,7 +444,7 @@ def measure_pairs(
         seed = rng.getrandbits(31)
         ref_sample = timed(reference, seed, 1)[0]
         warm_ref.append(_device_ms(ref_sample))
-        bad = checks(-1, timed(candidate, seed, 1)[0], ref_sample)
+        bad = checks(-1, timed(candidate, seed, 1)[0], ref_sample, seed)
         if bad is not None:
             raise AuditFailure(bad, -1)
     ref_warm = statistics.median(warm_ref)
@@ -445,7 +457,7 @@ def measure_pairs(
         for _ in range(captures):  # an untimed replay of each capture, checked: one that lost work means eager calls
             seed = rng.getrandbits(31)
             ref_sample = timed(reference, seed, calls, True)[0]
-            bad = checks(-1, timed(candidate, seed, calls, True)[0], ref_sample)
+            bad = checks(-1, timed(candidate, seed, calls, True)[0], ref_sample, seed)
             if bad is not None and bad.reason not in CAPTURE_VALUE_FAILURES:
                 raise AuditFailure(bad, -1)
             if bad is not None:
@@ -486,7 +498,7 @@ def measure_pairs(
         wall.lap("statistics")
         states.append(environment.gpu_state())
         wall.lap("gpu_state")
-        bad = checks(pair, samples["candidate"], samples["reference"])
+        bad = checks(pair, samples["candidate"], samples["reference"], seed)
         if bad is not None:
             raise AuditFailure(bad, pair)
         pairs = pair + 1

@@ -52,19 +52,30 @@ class TimingInputs:
         while len(self.sets) < n:
             self.sets.append([guards.Slot(x) if isinstance(x, torch.Tensor) and x.numel() else x for x in self.base])
 
+    def values(self, seed: int, i: int) -> list[Any]:
+        """Call ``i``'s inputs of a sample drawn from ``seed`` (what ``fixed`` put in its set ``first + i``),
+        in tensors of their own."""
+        inputs = [torch.empty_like(x) if isinstance(x, torch.Tensor) and x.numel() else x for x in self.base]
+        self._fill([x if isinstance(x, torch.Tensor) and x.numel() else None for x in inputs], seed, i)
+        return inputs
+
     def _refill(self, chosen: list[list[Any]], seed: int) -> None:
         for i, inputs in enumerate(chosen):
-            gen = torch.Generator(device=self.device)
-            gen.manual_seed(seed * 1009 + i)
-            for x, slot, keep, structure in zip(self.base, inputs, self.sorted, self.structure):
-                if not isinstance(slot, guards.Slot):
-                    continue
-                if x.is_floating_point():
-                    _rescale_into(x, slot.target, structure, gen)
-                elif keep:
-                    slot.target.copy_(x)
-                else:
-                    _shuffle_into(x, slot.target, random.Random(seed * 1009 + i))
+            self._fill([x.target if isinstance(x, guards.Slot) else None for x in inputs], seed, i)
+
+    def _fill(self, targets: list[Any], seed: int, i: int) -> None:
+        """Each tensor of ``targets`` (None: an input that is not refilled) gets call ``i``'s values."""
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(seed * 1009 + i)
+        for x, target, keep, structure in zip(self.base, targets, self.sorted, self.structure):
+            if target is None:
+                continue
+            if x.is_floating_point():
+                _rescale_into(x, target, structure, gen)
+            elif keep:
+                target.copy_(x)
+            else:
+                _shuffle_into(x, target, random.Random(seed * 1009 + i))
 
 
 def _structure(x: Any) -> str:
