@@ -35,11 +35,48 @@ class ReferencePool:
         self.start = "fresh"  # how ``get`` came by the current worker: "kept", "loaded_ahead" or "fresh"
         self.start_s: dict[str, float] = {}  # and where its time went, by step (``get``)
         self.replicas: list[WorkerProcess] = []  # more reference workers of the task, for timing in several pairs
+        # Started ahead for whichever task comes: its interpreter, torch and ``PRELOADED`` imported while items are
+        # judged. Those imports were most of a new task's reference start on an H100 (2-5 s of a 4-6 s item).
+        self.blank: WorkerProcess | None = None
+        self.blanks_started = 0
         self.call_peak = 0  # the most one reference call needed beyond its inputs (``ReferenceWorker.probe``)
 
-    def _start(self, task: Task) -> WorkerProcess:
-        safe = task.id.replace("/", "_")
-        return WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-{safe}.log", preload=PRELOADED)
+    def _start(self, task: Task, blank: bool = True) -> WorkerProcess:
+        """A reference worker for ``task``: with ``blank``, the blank one if it still runs, and the next blank starts
+        now; else a new one (a timing replica: no start may share the cores with a measurement on the CPU).
+
+        The blank's log takes the task's name: ``reference-<task>.log``, or ``reference-<task>-<n>.log`` where the
+        task had workers before."""
+        logs, safe = self.cfg.workdir / "logs", task.id.replace("/", "_")
+        log = logs / f"reference-{safe}.log"
+        if not blank:
+            return WorkerProcess("reference", log, preload=PRELOADED)
+        worker, self.blank = self.blank, None
+        if worker is not None and worker.proc.poll() is None:
+            n = 1
+            while log.exists():
+                n += 1
+                log = logs / f"reference-{safe}-{n}.log"
+            worker.log_path = worker.log_path.replace(log)
+            with worker.log_path.open("a") as f:
+                f.write(f"--- started ahead; loads {task.id} ---\n")
+        else:
+            if worker is not None:
+                worker.close()
+            worker = WorkerProcess("reference", log, preload=PRELOADED)
+        self.blanks_started += 1
+        self.blank = WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-next-{self.blanks_started}.log",
+                                   preload=PRELOADED)
+        return worker
+
+    def await_blank(self) -> None:
+        """Wait for the blank's imports (the barrier before timing on the CPU, where they would share the cores)."""
+        if self.blank is not None and self.blank.proc.poll() is None:
+            try:
+                self.blank.request("ready", None, self.cfg.compile_timeout)
+            except WorkerFailure:  # the next start makes a new one
+                self.blank.close()
+                self.blank = None
 
     def _load_body(self, task: Task, ahead: bool = False) -> dict[str, Any]:
         return {"source": task.source, "origin": task.origin, "seed": self.cfg.seed, "ahead": ahead}
@@ -127,7 +164,7 @@ class ReferencePool:
         if i <= len(self.replicas) and self.replicas[i - 1].proc.poll() is not None:
             self.replicas.pop(i - 1).close()
         while len(self.replicas) < i:
-            worker = self._start(task)
+            worker = self._start(task, blank=False)
             worker.request("load", self._load_body(task), self.cfg.compile_timeout)
             self.replicas.append(worker)
         return self.replicas[i - 1]
@@ -139,11 +176,14 @@ class ReferencePool:
         self.worker, self.task_sha, self.replicas = None, None, []
 
     def close(self) -> None:
-        """The current worker and any spare."""
+        """The current worker, any spare and the blank."""
         self.close_current()
         if self.spare is not None:
             self.spare[1].close()
             self.spare, self.ahead = None, None
+        if self.blank is not None:
+            self.blank.close()
+            self.blank = None
 
 
 def claim(spare: tuple[Any, WorkerProcess] | None, key: Any) -> WorkerProcess | None:

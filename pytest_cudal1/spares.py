@@ -75,6 +75,7 @@ class Spares:
             except WorkerFailure:
                 self._drop()
         self.references.await_spare()
+        self.references.await_blank()
 
     def take(self, task: Task, candidate: Candidate) -> tuple[WorkerProcess, str]:
         """The worker for (task, candidate) and how it started: the spare started for it ("spare"), for any

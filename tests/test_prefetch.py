@@ -135,6 +135,30 @@ def test_next_tasks_reference_worker_is_started_early_and_taken(tmp_path: Path) 
         judge.close()
 
 
+def test_a_new_tasks_reference_is_the_blank_worker_started_ahead(tmp_path: Path) -> None:
+    """A reference worker started ahead for whichever task comes (its imports done while items are judged)
+    serves the next new task, named for it; the next blank starts then, and closing the judge ends it."""
+    relu, gelu, softmax = bundled("1_ReLU"), bundled("2_GELU_tanh"), bundled("3_Softmax_rows")
+    judge = make_judge(tmp_path)
+    try:
+        first = judge.judge(relu, reference_candidate(relu))  # no upcoming pair: nothing loads ahead
+        assert first.verdict.reason is Reason.OK, first.verdict.message
+        blank = judge.references.blank
+        assert blank is not None and blank.proc.poll() is None and blank.log_path.name == "reference-next-1.log"
+        blank.request("ready", None, 120)  # up to its imports, no task
+        second = judge.judge(gelu, reference_candidate(gelu), upcoming=(softmax, reference_candidate(softmax)))
+        assert second.verdict.reason is Reason.OK and second.warm_start["reference"] == "fresh"
+        assert judge.references.worker is blank and blank.log_path.name == "reference-L1_2_GELU_tanh.log"
+        assert "--- started ahead; loads L1/2_GELU_tanh ---" in blank.log_path.read_text()
+        # the spare for the upcoming task took the next blank, and a third one is up
+        spare = judge.references.spare[1]
+        assert spare.log_path.name == "reference-L1_3_Softmax_rows.log" and judge.references.blank is not None
+        last = judge.references.blank
+    finally:
+        judge.close()
+    assert last.proc.poll() is not None
+
+
 def test_kept_reference_worker_frees_its_timing_buffers_after_each_item(tmp_path: Path) -> None:
     task = bundled("1_ReLU")
     judge = make_judge(tmp_path)
