@@ -147,7 +147,7 @@ class ReferencePool:
                                     self.cfg.call_timeout * 4)
         # The probe's own steps, and the rest of its request (the pipe, the reply): where a new task's start goes.
         self.start_s.update({f"probe_{k}": v for k, v in probe.get("seconds", {}).items()})
-        self.start_s["probe_request"] = (time.perf_counter() - began - sum(self.start_s.values()))
+        self.start_s["probe_request"] = time.perf_counter() - began - sum(self.start_s.values())
         self.start_s = {k: round(v, 4) for k, v in self.start_s.items()}
         if not probe["fits"]:
             raise WorkerFailure(Reason.REFERENCE_TOO_LARGE, too_large_message(task, probe), probe)
