@@ -42,6 +42,7 @@ class ReferenceWorker:
         self.loop: timed_loop.TimedLoop | None = None
         self.last_output: Any = None
         self.last_call = (0, 0)  # (seed, index) of ``last_output``'s call in its timed sample
+        self.call_roundings: dict[tuple[int, int], dict[str, float] | None] = {}  # the last sample's, by (seed, call)
         self.timed_outputs: list[Any] = []  # the last timed sample's outputs, for ``digests``
         self.flush: timed_loop.Flusher | None = None  # made with the CUDA context (``to_device``)
         self.idle_sync: float | None = None  # measured by ``load``, or for a load made ahead by ``probe``
@@ -324,9 +325,7 @@ class ReferenceWorker:
         if body["against"] == "trial":
             return _verdict(compare(outputs, self.expected, self.native, rounding=self.rounding,
                                     floor=self.rounding_floor))
-        bad = compare(outputs, self.last_output, None, "timed output", rounding=self.rounding, floor=self.rounding_floor)
-        own = None if bad is None else self.call_rounding({"seed": self.last_call[0], "call": self.last_call[1]})
-        return _verdict(bad if own is None else compare(outputs, self.last_output, None, "timed output", **own))
+        return _verdict(self._compare_timed(outputs, self.last_output, "timed output", *self.last_call))
 
     def check_elements(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """Compare the candidate's elements of every call of the last timed sample (drawn from ``sample_seed``)
@@ -337,19 +336,23 @@ class ReferenceWorker:
         self.timed_outputs = []
         theirs = _on_device(body["outputs"], self.device)
         bad = compare(theirs, own, None, "timed elements", rounding=self.rounding, floor=self.rounding_floor)
+        if bad is None or len(theirs) != len(own):
+            return _verdict(bad)
         start = 0
-        for k, n in enumerate(per_call if bad is not None and len(theirs) == len(own) else []):
-            mine, yours, where = own[start:start + n], theirs[start:start + n], f"timed call {k}, elements"
-            start += n
-            bad = compare(yours, mine, None, where, rounding=self.rounding, floor=self.rounding_floor)
+        for k, n in enumerate(per_call):  # which call failed, under its own rounding
+            bad = self._compare_timed(theirs[start:start + n], own[start:start + n], f"timed call {k}, elements",
+                                      int(body["sample_seed"]), k)
             if bad is not None:
-                own_rounding = self.call_rounding({"seed": body["sample_seed"], "call": k})
-                if own_rounding is None:
-                    return _verdict(bad)
-                bad = compare(yours, mine, None, where, **own_rounding)
-                if bad is not None:
-                    return _verdict(bad)
-        return _verdict(bad)
+                return _verdict(bad)
+            start += n
+        return None
+
+    def _compare_timed(self, theirs: Any, mine: Any, where: str, seed: int, call: int) -> Any:
+        """``compare`` of (part of) a timed call's output under the trials' rounding, and where that fails, once more
+        under the call's own (``call_rounding``)."""
+        bad = compare(theirs, mine, None, where, rounding=self.rounding, floor=self.rounding_floor)
+        own = None if bad is None else self.call_rounding({"seed": seed, "call": call})
+        return bad if own is None else compare(theirs, mine, None, where, **own)
 
     def call_rounding(self, body: dict[str, Any]) -> dict[str, float] | None:
         """The rounding a timed call's check grants, taken on that call's own inputs (call ``call`` of the sample
@@ -358,10 +361,17 @@ class ReferenceWorker:
         The trials may never draw what these inputs bring out. On an H100, KernelBench L2/9 (a ReLU after a
         subtraction) had every trial's output clipped to zero, so no rounding was measured, and a timed call's one
         positive element was cancellation noise, two float32 steps from an honest candidate's. None where the
-        recomputation cannot run here (its memory)."""
+        recomputation cannot run here (its memory). Kept for the sample: its digests, elements and whole-output
+        audit may each ask for the same call."""
+        key = (int(body["seed"]), int(body["call"]))
+        if key not in self.call_roundings:
+            self.call_roundings[key] = self._measured_rounding(*key)
+        return self.call_roundings[key]
+
+    def _measured_rounding(self, seed: int, call: int) -> dict[str, float] | None:
         assert self.loop is not None
         try:
-            inputs = self.loop.inputs.values(int(body["seed"]), int(body["call"]))
+            inputs = self.loop.inputs.values(seed, call)
             native, expected, _ = self._reference(inputs, [x.clone() if isinstance(x, torch.Tensor) else x
                                                            for x in inputs])
         except Exception as exc:  # noqa: BLE001 - out of memory beside the timing buffers: the trials' rounding stands
@@ -416,7 +426,7 @@ class ReferenceWorker:
         assert self.loop is not None and self.flush is not None
         # The last sample's outputs were checked before this one was asked for: only ``loop.held`` keeps them now,
         # and lets them go when the device is short (``TimedLoop.checked``).
-        self.last_output, self.timed_outputs = None, []
+        self.last_output, self.timed_outputs, self.call_roundings = None, [], {}
         sample, outs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
                                                self.idle_sync, before=process_state.reset_persisting_l2,
                                                graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
