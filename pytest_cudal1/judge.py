@@ -32,7 +32,7 @@ from pytest_cudal1.spares import Spares
 from pytest_cudal1.static_scan import scan
 from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, confirmed, measure_pairs, pool_runs
 from pytest_cudal1.trials import check_trials
-from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
+from pytest_cudal1.workers.process import Closing, WorkerFailure, WorkerProcess
 
 CPU_ONLY_BACKENDS = ("cpp",)
 
@@ -69,10 +69,11 @@ class Judge:
         self.builds = builds
         self.gpu = gpu
         self.on_phase = on_phase  # told (phase, record, ended) for progress on the terminal
-        self.references = ReferencePool(cfg)
+        self.closing = Closing()  # workers of items judged, asked to exit: reaped before the next one's calls
+        self.references = ReferencePool(cfg, self.closing)
         self._bandwidth: float | None = None
         self.output_bytes: int | None = 0  # None: the reference returns views of its inputs
-        self.digests: dict[tuple[float, ...], tuple[float, ...]] = {}  # candidate digest -> reference digest
+        self.digests: dict[tuple[Any, ...], list[list[Any]]] = {}  # candidate output's key -> the reference's digest
         self.allowed: set[str] = set()  # flags the reference raised on itself in trials: legal for the candidate
         self.spares = Spares(self._start_worker, self._start_any_worker, self.references,
                              cfg.compile_timeout)  # for the next item
@@ -83,6 +84,7 @@ class Judge:
         """End every worker and the build pool (end of session)."""
         self.references.close()
         self.spares.close()
+        self.closing.reap()
         self.builds.shutdown()
 
     def _start_worker(self, task: Task, candidate: Candidate) -> WorkerProcess:
@@ -171,7 +173,11 @@ class Judge:
             self.prefetch(upcoming, next_task, more)
             record.verdict = self._run(task, candidate, reference, worker, record, phase, screen)
         finally:
-            worker.close()
+            # Both end while the next item starts: this worker, and the reference when the next task is another.
+            self.closing.add(worker)
+            following = upcoming[0] if upcoming is not None else next_task
+            if following is not None and following.sha256 != task.sha256:
+                self.references.close_current(later=True)
             self.prefetch(upcoming, next_task, more)  # the item ended before its reference was up: start them now
             self.spares.to_device()  # an item that ended before timing asks for it here
         record.global_flags_set = sorted(screen.accepted)
@@ -187,6 +193,8 @@ class Judge:
             return self._with_memory(bad, reference, worker)
         # Drawn now, after ModelNew is built: nothing the candidate's process holds follows from it.
         record.judge_seed = secret = draw_judge_seed() if cfg.judge_seed is None else cfg.judge_seed
+        self.closing.reap()  # the last item's workers: not beside this candidate's calls, nor its memory
+        phase("teardown_wait")
         bad = check_trials(self, task, reference, worker, record, self.trial_secret(task, secret))
         phase("trials")
         if bad is not None:

@@ -10,7 +10,7 @@ from kernelbench.loaders import Task
 from pytest_cudal1.messages import too_large_message
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import Recipe
-from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
+from pytest_cudal1.workers.process import Closing, WorkerFailure, WorkerProcess
 
 if TYPE_CHECKING:
     from pytest_cudal1.judge import JudgeConfig
@@ -24,8 +24,9 @@ PRELOADED = ("torch._dynamo",)
 class ReferencePool:
     """One trusted reference worker per task, reused by consecutive candidates of that task."""
 
-    def __init__(self, cfg: "JudgeConfig") -> None:
+    def __init__(self, cfg: "JudgeConfig", closing: Closing) -> None:
         self.cfg = cfg
+        self.closing = closing  # the judge's workers being ended: gone before a probe reads the free memory
         self.task_sha: str | None = None
         self.worker: WorkerProcess | None = None
         self.init_inputs: list[Any] = []
@@ -127,7 +128,7 @@ class ReferencePool:
         if self.worker is not None and self.task_sha == task.sha256 and self.worker.proc.poll() is None:
             self.start, self.start_s = "kept", {}
             return self.worker
-        self.close_current()
+        self.close_current(later=True)
         began = time.perf_counter()
         if self.spare is not None and self.spare[0] == task.sha256:
             self.await_spare()
@@ -142,6 +143,8 @@ class ReferencePool:
             loaded = self.worker.request("load", self._load_body(task), self.cfg.compile_timeout)
         self.init_inputs = loaded["init_inputs"]
         self.start_s["load"] = time.perf_counter() - began - self.start_s["spare_wait"]
+        self.closing.reap()
+        self.start_s["teardown_wait"] = time.perf_counter() - began - sum(self.start_s.values())
         probe = self.worker.request("probe", {"recipe": dataclasses.asdict(Recipe(seed=self.cfg.seed, family="task",
                                                                                   scale=1.0))},
                                     self.cfg.call_timeout * 4)
@@ -169,9 +172,12 @@ class ReferencePool:
             self.replicas.append(worker)
         return self.replicas[i - 1]
 
-    def close_current(self) -> None:
+    def close_current(self, later: bool = False) -> None:
+        """End the current task's workers; ``later``: ask them to exit now, ``closing`` reaps them."""
         for worker in [self.worker, *self.replicas]:
-            if worker is not None:
+            if worker is not None and later:
+                self.closing.add(worker)
+            elif worker is not None:
                 worker.close()
         self.worker, self.task_sha, self.replicas = None, None, []
 

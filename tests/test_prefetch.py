@@ -58,7 +58,9 @@ def test_upcoming_worker_is_started_early_and_taken(tmp_path: Path) -> None:
         second = judge.judge(task, ref)  # not the announced candidate: that spare judges it, in its own folders
         assert second.verdict.reason is Reason.OK, second.verdict.message
         assert second.warm_start["candidate"] == "spare_other"
-        assert unused.proc.poll() is not None and judge.spares.spare is None
+        assert unused in judge.closing.workers and judge.spares.spare is None  # asked to exit, reaped later
+        judge.closing.reap()
+        assert unused.proc.poll() is not None
         assert f"judges {task.id} reference" in unused.log_path.read_text()
     finally:
         judge.close()
@@ -112,7 +114,7 @@ def test_a_worker_started_before_its_candidate_was_known_is_taken_with_the_candi
         later = Candidate("written_later", FOLDERS_CHECKED, "<round 2>", 1, 1)
         second = judge.judge(relu, later)
         assert second.verdict.reason is Reason.OK, second.verdict.message
-        assert second.warm_start["candidate"] == "spare_any" and spare.proc.poll() is not None  # used, closed
+        assert second.warm_start["candidate"] == "spare_any" and spare in judge.closing.workers  # used, ending
         third = judge.judge(relu, reference_candidate(relu))  # nothing more announced: no spare waiting
         assert third.warm_start["candidate"] == "fresh" and judge.spares.spare is None
     finally:
@@ -135,6 +137,29 @@ def test_next_tasks_reference_worker_is_started_early_and_taken(tmp_path: Path) 
         judge.close()
 
 
+def test_an_items_workers_end_while_the_next_item_starts(tmp_path: Path) -> None:
+    """The candidate worker, and the reference worker when the next task is another, are asked to exit when the item
+    ends and reaped in the next one: before its reference's probe reads the free memory, and before its calls."""
+    relu, gelu = bundled("1_ReLU"), bundled("2_GELU_tanh")
+    judge = make_judge(tmp_path)
+    try:
+        first = judge.judge(relu, reference_candidate(relu), upcoming=(gelu, reference_candidate(gelu)))
+        assert first.verdict.reason is Reason.OK, first.verdict.message
+        ending = list(judge.closing.workers)
+        assert [w.role for w in ending] == ["candidate", "reference"] and judge.references.worker is None
+        assert all(w.exit_asked is not None for w in ending)
+        second = judge.judge(gelu, reference_candidate(gelu))
+        assert second.verdict.reason is Reason.OK, second.verdict.message
+        assert all(w.proc.poll() is not None for w in ending)
+        assert "teardown_wait" in second.warm_start["reference_s"] and "teardown_wait" in second.phase_s
+        assert judge.references.worker is not None  # no next task announced: kept for GELU
+        last = list(judge.closing.workers)
+        assert [w.role for w in last] == ["candidate"]
+    finally:
+        judge.close()
+    assert all(w.proc.poll() is not None for w in last) and not judge.closing.workers  # the judge's close reaps it
+
+
 def test_a_new_tasks_reference_is_the_blank_worker_started_ahead(tmp_path: Path) -> None:
     """A reference worker started ahead for whichever task comes (its imports done while items are judged)
     serves the next new task, named for it; the next blank starts then, and closing the judge ends it."""
@@ -148,7 +173,8 @@ def test_a_new_tasks_reference_is_the_blank_worker_started_ahead(tmp_path: Path)
         blank.request("ready", None, 120)  # up to its imports, no task
         second = judge.judge(gelu, reference_candidate(gelu), upcoming=(softmax, reference_candidate(softmax)))
         assert second.verdict.reason is Reason.OK and second.warm_start["reference"] == "fresh"
-        assert judge.references.worker is blank and blank.log_path.name == "reference-L1_2_GELU_tanh.log"
+        # it served GELU and ends with the item: the next task is another
+        assert blank in judge.closing.workers and blank.log_path.name == "reference-L1_2_GELU_tanh.log"
         assert "--- started ahead; loads L1/2_GELU_tanh ---" in blank.log_path.read_text()
         # the spare for the upcoming task took the next blank, and a third one is up
         spare = judge.references.spare[1]

@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -39,6 +40,7 @@ TOKEN_VAR = "CUDAL1_WORKER_TOKEN"
 PRELOAD_VAR = "CUDAL1_WORKER_PRELOAD"
 
 
+EXIT_GRACE_S = 5.0  # a worker asked to exit has this long before its group is killed
 PIPE_BYTES = 1 << 20  # Linux's default unprivileged maximum; 16x fewer switches than 64 KiB for big tensors
 
 
@@ -116,6 +118,7 @@ class WorkerProcess:
         os.close(from_worker_w)
         self.channel = Channel(from_worker_r, to_worker_w, folder)
         self.screen: Callable[[Any], Any] = lambda reply: reply  # the controller's policy on a reply's flags
+        self.exit_asked: float | None = None  # ``time.monotonic()`` when ``ask_exit`` asked
 
     def request(self, kind: str, body: Any = None, timeout: float | None = None, raw: bool = False) -> Any:
         """Send one request; return its body or raise ``WorkerFailure``.
@@ -250,10 +253,44 @@ class WorkerProcess:
 
     def close(self) -> None:
         """Ask politely, then make sure the group is gone."""
-        if self.proc.poll() is None:
+        self.ask_exit()
+        self.reap()
+
+    def ask_exit(self) -> None:
+        """Ask the worker to exit, without waiting for it: ``reap`` ends it."""
+        if self.exit_asked is None:
+            self.exit_asked = time.monotonic()
+            if self.proc.poll() is None:
+                try:
+                    self.channel.send("exit")
+                except OSError:
+                    pass
+
+    def reap(self) -> None:
+        """Wait what is left of ``EXIT_GRACE_S`` since ``ask_exit`` for the worker to exit, then kill its group."""
+        if self.proc.poll() is None and self.exit_asked is not None:
             try:
-                self.channel.send("exit")
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
+                self.proc.wait(timeout=max(0.0, EXIT_GRACE_S - (time.monotonic() - self.exit_asked)))
+            except subprocess.TimeoutExpired:
                 pass
         self.kill()
+
+
+class Closing:
+    """Workers asked to exit and not yet reaped.
+
+    A worker's exit on a GPU is mostly its CUDA context's teardown (about 0.6 s on an H100), and a new task ends a
+    candidate worker and a reference worker: asked together, they end side by side, while the next item starts.
+    ``reap`` ends them before anything that needs them gone: a reference's probe (it reads the free memory), the
+    next candidate's calls, timing."""
+
+    def __init__(self) -> None:
+        self.workers: list[WorkerProcess] = []
+
+    def add(self, worker: WorkerProcess) -> None:
+        worker.ask_exit()
+        self.workers.append(worker)
+
+    def reap(self) -> None:
+        while self.workers:
+            self.workers.pop(0).reap()
