@@ -157,5 +157,6 @@ def _timing_from(data: dict[str, Any] | None) -> PairedTiming | None:
     if data is None:
         return None
     data = dict(data)
+    known = {f.name for f in dataclasses.fields(PairedTiming)}  # a newer harness's fields are left out, as above
     return PairedTiming(reference=TimingSummary(**data.pop("reference")), candidate=TimingSummary(**data.pop("candidate")),
-                        speedup_ci=tuple(data.pop("speedup_ci")), **data)
+                        speedup_ci=tuple(data.pop("speedup_ci")), **{k: v for k, v in data.items() if k in known})
