@@ -6,7 +6,8 @@
 # cheats (the red-team release), rewrites (the built-in policy's torch.compile and CUDA-graph rewrites of the
 # tasks in .device/kb_rewrites.jsonl, judged with both speed measures), timing (benchmarks/timing_quality.py), probe
 # (benchmarks/precision_probe.py), calloverhead (benchmarks/call_overhead.py: the eager path's per-call overhead
-# beside a bare eager call, CUDA events too). Settings: KB_SELECT, a pytest -k expression, picks KernelBench items;
+# beside a bare eager call, CUDA events too), checkcosts (benchmarks/check_costs.py: a timed sample's checks per
+# call). Settings: KB_SELECT, a pytest -k expression, picks KernelBench items;
 # KB_BUDGET, the references' timing budget in seconds (1.5); KB_ARGS, more options for both (e.g.
 # --cudal1-timing-processes=3); SUITE_K the red-team tests; TQ_ONLY the
 # timing sections; TQ_ARGS more timing_quality.py options (e.g. --graphs-only --kernels matmul_eager);
@@ -128,6 +129,8 @@ PY
             python3 benchmarks/timing_quality.py --tasks .device/kb_l1.jsonl --out "$stage/timing-quality.json" \
                 --only "${TQ_ONLY:-precision,accuracy,side_stream,overhead,end_to_end}" ${TQ_ARGS:-} \
                 >"$stage/timing-quality.log" 2>&1 ;;
+        checkcosts)  # what one timed sample's checks cost per call (digests, sampled elements, their comparison)
+            python3 benchmarks/check_costs.py --out "$stage/check-costs.jsonl" >"$stage/checkcosts.log" 2>&1 ;;
         calloverhead)  # issue 14 item 15: the harness's per-call overhead on the eager path beside a bare call
             python3 benchmarks/call_overhead.py --out "$stage/call-overhead.json" >"$stage/calloverhead.log" 2>&1 ;;
         train)

@@ -396,21 +396,24 @@ class Judge:
                 for ref, cand in pairs]
         return runs[0] if len(runs) == 1 else pool_runs(runs, random.Random(rng.getrandbits(64)))
 
-    def replayed(self, cand_fp: Any, ref_fp: Any, rounding: float, floor: float) -> str | None:
-        """Did the candidate return the values of an earlier trial whose reference differed beyond rounding?
+    def replayed(self, cand_fp: Any, ref_fp: Any, rounding: float, floor: float) -> dict[str, str] | None:
+        """A flag (``{"code", "detail"}``) when the candidate returned the values of an earlier trial whose
+        reference differed beyond rounding, or sent a malformed digest.
 
         Where the reference's output is rounding noise around an exact value, its digest changes between
         trials while an honest candidate's (the exact value, or noise of its own) need not: two reference
         outputs within the rounding model of each other are the same answer.
         """
-        from pytest_cudal1.timing import digest_key, fingerprints_match
+        from pytest_cudal1.call_checks import digest_key, fingerprints_match, well_formed
 
         if cand_fp is None:
             return None
-        ck, rk = digest_key(cand_fp), digest_key(ref_fp)
-        earlier = self.digests.setdefault(ck, rk)  # keep the first: hypothesis replays a failing trial
-        if earlier != rk and not fingerprints_match(_digest_of(earlier, ref_fp), ref_fp, rounding, floor):
-            return "returned the values of an earlier trial made on different inputs"
+        if not well_formed(cand_fp, ref_fp):
+            return {"code": Reason.PROTOCOL_VIOLATION.value, "detail": "a malformed output digest"}
+        earlier = self.digests.setdefault(digest_key(cand_fp), ref_fp)  # keep the first: hypothesis replays a failing trial
+        if digest_key(earlier) != digest_key(ref_fp) and not fingerprints_match(earlier, ref_fp, rounding, floor):
+            return {"code": Reason.OUTPUT_REPLAY.value,
+                    "detail": "returned the values of an earlier trial made on different inputs"}
         return None
 
     def check(self, reference: WorkerProcess, worker: WorkerProcess, against: str) -> Verdict | None:
@@ -521,15 +524,6 @@ def _unbuilt(failure: dict[str, Any]) -> str:
 def custom_kernels(kernels: list[str]) -> list[str]:
     """Kernels that are not library or PyTorch kernels (names from the profiler)."""
     return [k for k in kernels if not any(m in k.lower() for m in LIBRARY_KERNEL_MARKERS)]
-
-
-def _digest_of(key: tuple[float, ...], like: list[list[float]]) -> list[list[float]]:
-    """``timing.digest_key``'s flat form back in the per-tensor shape of ``like``."""
-    out, i = [], 0
-    for t in like:
-        out.append(list(key[i:i + len(t)]))
-        i += len(t)
-    return out if i == len(key) else []
 
 
 WARM_UP_SEED = 0x5741524D  # the warm-up's inputs differ from every trial's

@@ -64,6 +64,10 @@ class PairedTiming:
     # The controller's clock around the candidate's samples beyond their reported time and the reference's harness
     # overhead, ms per sample (median of pairs): what ``timing._unreported`` bounds.
     unreported_ms: float = 0.0
+    # How much of it that rule allowed: the most a timer forged in the candidate's process could take off a sample
+    # unseen (docs/anticheat.md, JUDGE_TAMPERING), beside the candidate's sample (``candidate.median_ms`` times
+    # ``candidate.calls_per_sample``).
+    unreported_allowed_ms: float = 0.0
 
 
 @dataclasses.dataclass

@@ -55,6 +55,7 @@ import time
 from typing import Any, Callable
 
 from pytest_cudal1 import environment
+from pytest_cudal1.call_checks import CallChecks
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import PairedTiming, TimingSummary, Verdict
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
@@ -214,6 +215,7 @@ def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
         gpu_state=_pooled_state([t.gpu_state for t in runs if t.gpu_state]),
         wall_s=_summed([t.wall_s for t in runs]),
         unreported_ms=statistics.median(t.unreported_ms for t in runs),
+        unreported_allowed_ms=statistics.median(t.unreported_allowed_ms for t in runs),
     )
 
 
@@ -284,118 +286,8 @@ def _counted(raw: dict[str, list[tuple[float, float]]], calls: int) -> tuple[lis
     return ref_ms, cand_ms, _per_pair(ref_ms, cand_ms)
 
 
-# The projections' tolerance, in multiples of the norm of an error at the per-element bound. Each
-# projection covers one class of positions, so their squares sum to about the error's squared L2 norm:
-# spread over the classes it passes 16 times that norm squared with odds ~1e-30, held in one class with
-# odds ~6e-5; honest errors sit far inside the bound, while bf16 rounding of a float32 output is about
-# 80 times it (squared).
-DIGEST_SIGMAS = 4.0
 # A replayed capture whose outputs fail these is timed eagerly instead (work left outside the capture).
 CAPTURE_VALUE_FAILURES = (Reason.WRONG_OUTPUT, Reason.OUTPUT_REPLAY, Reason.PRECISION_LOSS, Reason.NONFINITE_MISMATCH)
-# Float64 summation's own rounding, relative to the sums' scale.
-DIGEST_EXACT = 1e-12
-# Elements per output tensor of every timed call compared in full (all of a smaller tensor).
-SAMPLED_ELEMENTS = 256
-
-
-def fingerprints_match(cand: list[list[float]], ref: list[list[float]], rounding: float = 0.0,
-                       floor: float = 0.0) -> bool:
-    """Per-tensor digests (``digests.fingerprint``) agree within what the comparison's tolerance allows.
-
-    With ``b_i = rtol (|e_i| + rms) + slack`` the per-element bound of ``compare`` (``slack`` from the
-    reference's relative ``rounding`` and absolute ``floor``), a candidate within it everywhere moves the sums by at most
-    ``sum b_i`` and the sum of squares by at most ``sum b_i (2|e_i| + b_i)``; the random projections
-    (one per class of positions) move by about the error's L2 norm in all, so they must stay within
-    ``DIGEST_SIGMAS`` times ``||b||``.
-    Numel, non-finite count and the dtype's rtol must be equal. All from the reference's digest alone.
-    """
-    from pytest_cudal1.compare import rounding_slack
-
-    if len(cand) != len(ref):
-        return False
-    for c, r in zip(cand, ref):
-        if len(c) != len(r) or c[0] != r[0] or c[4] != r[4] or c[5] != r[5]:
-            return False
-        n, total, a, q, _, rtol = r[:6]
-        if n == 0:
-            continue
-        rms = math.sqrt(q / n)
-        slack = rounding_slack(rms, rounding, against_native=True, floor=floor) if rtol else 0.0
-        b1 = rtol * (a + n * rms) + n * slack  # >= sum b_i
-        b_abs_e = rtol * (q + rms * a) + slack * a  # = sum b_i |e_i|; b2 below = sum b_i^2
-        b2 = rtol ** 2 * (q + 2 * rms * a + n * rms ** 2) + 2 * rtol * slack * (a + n * rms) + n * slack ** 2
-        exact = DIGEST_EXACT * (a + n * rms) + 1e-300
-        if abs(c[1] - total) > b1 + exact or abs(c[2] - a) > b1 + exact:
-            return False
-        if abs(c[3] - q) > 2 * b_abs_e + b2 + DIGEST_EXACT * q + 1e-300:
-            return False
-        moved = sum((x - y) ** 2 for x, y in zip(c[6:], r[6:]))
-        if moved > DIGEST_SIGMAS ** 2 * b2 + (exact * math.sqrt(n)) ** 2:
-            return False
-    return True
-
-
-def digest_key(fp: list[list[float]]) -> tuple[float, ...]:
-    """A hashable form of one output's digest."""
-    return tuple(x for t in fp for x in t)
-
-
-class _CallChecks:
-    """Checks over every timed call: worker flags, digests against the reference's, replayed values, and
-    a random subset of every call's elements compared in full in the reference worker."""
-
-    def __init__(self, seen: dict[tuple[float, ...], tuple[float, ...]], reference: WorkerProcess,
-                 candidate: WorkerProcess, rng: random.Random, timeout: float, clock: WallClock) -> None:
-        self.seen = seen  # candidate digest -> reference digest, starting with the correctness trials
-        self.reference, self.candidate, self.rng, self.timeout = reference, candidate, rng, timeout
-        self.clock = clock
-
-    def __call__(self, pair: int, cand: dict[str, Any], ref: dict[str, Any], seed: int) -> Verdict | None:
-        """Verdict on one sample (drawn from ``seed``) of both sides, or None."""
-        for f in cand.get("flags", []):
-            return Verdict(Reason(f["code"]), f"timed call: {f['detail']}", {"pair": pair})
-        if "fingerprints" not in cand:
-            return Verdict(Reason.PROTOCOL_VIOLATION, "timed sample without output digests", {"pair": pair})
-        if len(cand["fingerprints"]) != len(ref["fingerprints"]):
-            return Verdict(Reason.PROTOCOL_VIOLATION, f"timed sample with {len(cand['fingerprints'])} output digests "
-                           f"for {len(ref['fingerprints'])} calls", {"pair": pair})
-        rounding = {"rounding": float(ref.get("rounding") or 0.0), "floor": float(ref.get("rounding_floor") or 0.0)}
-        for k, (cfp, rfp) in enumerate(zip(cand["fingerprints"], ref["fingerprints"])):
-            ck, rk = digest_key(cfp), digest_key(rfp)
-            earlier = self.seen.setdefault(ck, rk)
-            if fingerprints_match(cfp, rfp, **rounding):
-                continue
-            own = self._own(seed, k, rounding)
-            if fingerprints_match(cfp, rfp, **own):
-                continue
-            if earlier != rk:
-                return Verdict(Reason.OUTPUT_REPLAY, f"timed call {k} of pair {pair} returned the values of an earlier "
-                               "call made on different inputs", {"pair": pair, "call": k})
-            return Verdict(Reason.WRONG_OUTPUT, f"timed call {k} of pair {pair}: output digest differs from the "
-                           f"reference's on the same inputs", {"pair": pair, "call": k, "digest": cfp, "expected": rfp,
-                                                               "rounding": own})
-        return self._elements(pair, seed)
-
-    def _own(self, seed: int, call: int, trials: dict[str, float]) -> dict[str, float]:
-        """The rounding call ``call`` of the sample drawn from ``seed`` is granted on its own inputs as well as the
-        trials' (``ReferenceWorker.call_rounding``): asked only for a call that fails under the trials'."""
-        return self.reference.request("call_rounding", {"seed": seed, "call": call}, self.timeout * 4) or trials
-
-    def _elements(self, pair: int, seed: int) -> Verdict | None:
-        """Elements at positions drawn now, after the calls returned, from every call of the sample."""
-        body = {"seed": self.rng.getrandbits(31), "count": SAMPLED_ELEMENTS}
-        picked = self.candidate.request("elements", body, self.timeout, raw=True)
-        try:
-            bad = self.reference.request("check_elements", {**body, "sample_seed": seed, "outputs": picked},
-                                         self.timeout * 4)
-        except WorkerFailure as exc:
-            raise WorkerFailure(Reason.REFERENCE_ERROR, f"checking the candidate's sampled elements failed in the "
-                                f"reference worker: {exc.message}", exc.evidence) from None
-        self.clock.lap("element_checks")
-        if bad is None:
-            return None
-        return Verdict(Reason(bad["reason"]), f"pair {pair}, elements of every timed call compared in full: "
-                       f"{bad['message']}", {**bad["evidence"], "pair": pair})
 
 
 def measure_pairs(
@@ -404,7 +296,7 @@ def measure_pairs(
     cfg: TimingConfig,
     rng: random.Random,
     audit: Callable[[], Verdict | None],
-    seen_digests: dict[tuple[float, ...], tuple[float, ...]] | None = None,
+    seen_digests: dict[tuple[Any, ...], list[list[Any]]] | None = None,
 ) -> PairedTiming:
     """Time reference and candidate in interleaved pairs; ``audit()`` checks the last pair's whole outputs.
 
@@ -431,7 +323,7 @@ def measure_pairs(
                       cfg.reserve_bytes)
 
     wall = WallClock()
-    checks = _CallChecks(seen_digests if seen_digests is not None else {}, reference, candidate, rng,
+    checks = CallChecks(seen_digests if seen_digests is not None else {}, reference, candidate, rng,
                          cfg.call_timeout, wall)
     # ``rng`` draws what the candidate must not predict (``seeds.KeyedRandom``); the bootstrap only needs speed.
     boot = random.Random(rng.getrandbits(64))
@@ -567,6 +459,7 @@ def measure_pairs(
         gpu_state=_state_summary(states),
         wall_s=wall.seconds(),
         unreported_ms=unreported,
+        unreported_allowed_ms=bound if math.isfinite(bound) else 0.0,
     )
 
 

@@ -122,7 +122,7 @@ def check_trials(judge: "Judge", task: Task, reference: WorkerProcess, worker: W
             flags = [f for f in got["flags"] if f["code"] not in judge.allowed]
             replayed = judge.replayed(got["fingerprint"], ref["fingerprint"], ref["rounding"], ref["rounding_floor"])
             if replayed:  # after the worker's own flags: a deferred write can also look like a replay
-                flags.append({"code": "OUTPUT_REPLAY", "detail": replayed})
+                flags.append(replayed)
             try:
                 bad = flag_verdict(flags, f"on {recipe}") if flags else judge.check(reference, worker, "trial")
             except WorkerFailure as exc:

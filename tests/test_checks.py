@@ -14,10 +14,10 @@ import torch
 from hypothesis import find
 
 from pytest_cudal1 import compare as compare_module
-from pytest_cudal1.compare import absolute_rounding, compare, relative_rounding
+from pytest_cudal1.compare import absolute_rounding, compare, relative_rounding, within_bounds
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.recipes import FAMILIES, SCALES, Recipe, draw_inputs, recipe_strategy
-from pytest_cudal1.timing import fingerprints_match
+from pytest_cudal1.call_checks import digest_key, fingerprints_match
 from pytest_cudal1.workers.digests import fingerprint, fingerprints, sampled_elements
 from pytest_cudal1.workers.guards import reused
 
@@ -219,13 +219,21 @@ def sample_outputs(device: str) -> list:
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_samples_digests_read_back_together_are_each_calls_own(device: str) -> None:
-    """The digests request reads a sample's digests back in one copy: each call's are what its output alone
-    gives, bit for bit, in call order (the replay check keys trials and timed calls by them)."""
+    """The digests request digests a sample's outputs in batches and reads them back in one copy: each call's are
+    what its output alone gives, in call order, the figures up to summation order and the hash of its bits
+    exactly (the replay check keys trials and timed calls by it)."""
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     outs = sample_outputs(device)
     together = fingerprints(outs)
-    assert together == [fingerprint(o) for o in outs]
+    alone = [fingerprint(o) for o in outs]
+    assert [[t[-1] for t in fp] for fp in together] == [[t[-1] for t in fp] for fp in alone]
+    assert all(isinstance(t[-1], int) for fp in together for t in fp)
+    assert [[t[:-1] for t in fp] for fp in together] == [[pytest.approx(t[:-1], rel=1e-12, abs=1e-12) for t in fp]
+                                                         for fp in alone]
+    many = [torch.randn(100, 37, generator=gen(k)).to(device) for k in range(9)]
+    keys = {digest_key(fp) for fp in fingerprints(many + [many[4].clone()])}
+    assert len(keys) == 9  # a copy of a value hashes as the value; every other value apart
     assert [len(fp) for fp in together] == [1, 2, 1, 1, 1, 1]
     assert together[1][1][0] == 5.0 and together[2][0][:4] == [0.0, 0.0, 0.0, 0.0]
     assert fingerprints([]) == [] and fingerprints([None]) == [[]]
@@ -260,6 +268,29 @@ def test_the_references_rounding_measured_in_blocks_is_the_whole_tensors(monkeyp
         assert absolute_rounding(native, expected) == pytest.approx(err, rel=1e-12)
         assert relative_rounding(native, expected) == pytest.approx(err / rms, rel=1e-12)
     assert absolute_rounding(torch.full((3,), float("nan")), torch.zeros(3, dtype=torch.float64)) == 0.0
+
+
+def test_sampled_elements_judged_in_one_pass_pass_only_what_compare_passes() -> None:
+    """``within_bounds`` (a sample's sampled elements in one pass) agrees with ``compare`` tensor by tensor: errors
+    at every scale around the bound, non-finite values moved, and what does not qualify (ints, a dtype apart)."""
+    torch.manual_seed(3)
+    agree = {True: 0, False: 0}
+    for trial in range(300):
+        scale = [1e-3, 1.0, 1e3][trial % 3]
+        want = [torch.randn(256) * scale for _ in range(4)] + [torch.randn(5) * scale]
+        noise = [1e-7, 1e-5, 5e-5, 1e-4, 2e-4][trial % 5]
+        got = [w + torch.randn(w.shape) * w.abs().mean() * noise for w in want]
+        if trial % 7 == 0:
+            got[1][3] = float("nan")
+        fast = within_bounds(got, want, 1e-7, 1e-9)
+        slow = compare(got, want, None, "elements", rounding=1e-7, floor=1e-9) is None
+        assert slow or not fast, trial  # never passes what compare fails
+        agree[fast] += fast == slow
+    assert agree[True] > 50 and agree[False] > 50  # both outcomes seen, and agreeing
+    ints = [torch.arange(5)]
+    assert not within_bounds(ints, [t.clone() for t in ints], 0.0, 0.0)  # left to compare, which passes it
+    assert not within_bounds([torch.zeros(3, dtype=torch.float64)], [torch.zeros(3)], 0.0, 0.0)
+    assert not within_bounds({"not": "a list"}, [torch.zeros(3)], 0.0, 0.0)
 
 
 def test_a_comparison_in_blocks_finds_what_one_over_the_whole_tensor_finds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from pytest_cudal1.compare import REFILL_GAIN, absolute_rounding, compare, relative_rounding
+from pytest_cudal1.compare import REFILL_GAIN, absolute_rounding, compare, relative_rounding, within_bounds
 from pytest_cudal1.recipes import Recipe, draw_inputs
 from pytest_cudal1.workers import digests, guards, memory, process_state, runtime, timed_loop
 from pytest_cudal1.workers.timing_inputs import TimingInputs
@@ -334,6 +334,8 @@ class ReferenceWorker:
         own = digests.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
         per_call = [len(list(guards.tensors(out))) for out in self.timed_outputs]
         self.timed_outputs = []
+        if within_bounds(body["outputs"], own, self.rounding, self.rounding_floor):
+            return None
         theirs = _on_device(body["outputs"], self.device)
         bad = compare(theirs, own, None, "timed elements", rounding=self.rounding, floor=self.rounding_floor)
         if bad is None or len(theirs) != len(own):
