@@ -410,7 +410,8 @@ class Judge:
             return None
         if not well_formed(cand_fp, ref_fp):
             return {"code": Reason.PROTOCOL_VIOLATION.value, "detail": "a malformed output digest"}
-        earlier = self.digests.setdefault(digest_key(cand_fp), ref_fp)  # keep the first: hypothesis replays a failing trial
+        # The first kept: hypothesis replays a failing trial.
+        earlier = self.digests.setdefault(digest_key(cand_fp), ref_fp)
         if digest_key(earlier) != digest_key(ref_fp) and not fingerprints_match(earlier, ref_fp, rounding, floor):
             return {"code": Reason.OUTPUT_REPLAY.value,
                     "detail": "returned the values of an earlier trial made on different inputs"}

@@ -18,6 +18,7 @@ DIGEST_BLOCK_ROWS = 1024  # rows of a digest's block: 4M elements
 ROW_BYTES = 4 * DIGEST_WORDS  # tensors up to this size are digested in batches of rows (``fingerprints``)
 BATCH_ELEMENTS = DIGEST_BLOCK_ROWS * PROJECTION_WIDTH  # the most elements of one batch: 32 MB as float64
 _projection_weights: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
+_hash_weight_cache: dict[str, torch.Tensor] = {}
 
 
 def fingerprint(out: Any) -> list[list[float]]:
@@ -110,10 +111,10 @@ def _row_hashes(x: torch.Tensor) -> torch.Tensor:
 
 def _hash_weights(device: torch.device) -> torch.Tensor:
     """The bit digest's weights (``guards.bit_weights``) as odd int32s, 2 x ``DIGEST_WORDS``."""
-    key = (str(device), -1)
-    if key not in _projection_weights:
-        _projection_weights[key] = (bit_weights(device).to(torch.int32) | 1, torch.empty(0))
-    return _projection_weights[key][0]
+    key = str(device)
+    if key not in _hash_weight_cache:
+        _hash_weight_cache[key] = bit_weights(device).to(torch.int32) | 1
+    return _hash_weight_cache[key]
 
 
 def _digest(t: torch.Tensor) -> torch.Tensor:
@@ -151,7 +152,8 @@ def _projections(d: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Ten
     batch, n = d.shape
     rows = -(-n // PROJECTION_WIDTH)
     x = torch.nn.functional.pad(d, (0, rows * PROJECTION_WIDTH - n)).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
-    per_class = (x.view(batch, rows, PROJECTION_WIDTH) * v).view(batch, rows, PROJECTION_WIDTH // DIGEST_PROJECTIONS, DIGEST_PROJECTIONS).sum(2)
+    classes = (batch, rows, PROJECTION_WIDTH // DIGEST_PROJECTIONS, DIGEST_PROJECTIONS)
+    per_class = (x.view(batch, rows, PROJECTION_WIDTH) * v).view(classes).sum(2)
     return (per_class * u[:rows]).sum(1)
 
 
@@ -166,8 +168,8 @@ def sampled_elements(outs: list[Any], seed: int, count: int) -> list[torch.Tenso
     flats = [t.detach().reshape(-1) for out in outs for t in tensors(out)]
     positions = [torch.arange(f.numel()) if f.numel() <= count else torch.randint(0, f.numel(), (count,), generator=gen)
                  for f in flats]
-    moved: dict[torch.device, list[torch.Tensor]] = {}
+    moved = {}
     for device in {f.device for f in flats}:
         mine = [p for f, p in zip(flats, positions) if f.device == device]
-        moved[device] = list(torch.cat(mine).to(device).split([p.numel() for p in mine]))
-    return [f[moved[f.device].pop(0)] for f in flats]
+        moved[device] = iter(torch.cat(mine).to(device).split([p.numel() for p in mine]))
+    return [f[next(moved[f.device])] for f in flats]

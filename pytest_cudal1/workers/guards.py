@@ -245,10 +245,10 @@ class Slot:
 def overrun(slots: list[Slot]) -> str | None:
     """Which input's guard bytes were overwritten, if any: all slots of a device compared at once (a timed sample's
     hundreds of slots, one wait for the GPU each, took ~10 ms a sample on an H100), then one by one where any was."""
-    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    edges: dict[torch.device, list[torch.Tensor]] = {}
     for slot in slots:
-        by_device.setdefault(slot.buffer.device, []).extend((slot.buffer[:GUARD_BYTES], slot.buffer[-GUARD_BYTES:]))
-    if all(bool(torch.stack(guards).eq(GUARD_BYTE).all()) for guards in by_device.values()):
+        edges.setdefault(slot.buffer.device, []).extend((slot.buffer[:GUARD_BYTES], slot.buffer[-GUARD_BYTES:]))
+    if all(bool(torch.stack(both).eq(GUARD_BYTE).all()) for both in edges.values()):
         return None
     for i, slot in enumerate(slots):
         if slot.overrun():
