@@ -239,6 +239,25 @@ def test_a_samples_digests_read_back_together_are_each_calls_own(device: str) ->
     assert fingerprints([]) == [] and fingerprints([None]) == [[]]
 
 
+def test_outputs_digested_in_batches_digest_as_each_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's batched digests, run on the CPU: rows of one batch (sizes that are not whole words, bool, half,
+    empty, several batches of one size) give each tensor's own figures up to summation order and its exact hash,
+    and a value returned again in another batch keys alike."""
+    from pytest_cudal1.workers import digests
+
+    alone = sample_outputs("cpu") + [torch.randn(7, generator=gen(k)).half() for k in range(3)] + \
+        [torch.randn(5, generator=gen(9)) > 0, torch.randn(5, generator=gen(10)) > 0, torch.empty(0), torch.empty(0)]
+    expected = fingerprints(alone)
+    monkeypatch.setattr(digests, "BATCHED_DEVICES", ("cpu",))
+    monkeypatch.setattr(digests, "BATCH_ELEMENTS", 16)  # several batches of a size
+    together = fingerprints(alone)
+    assert [[t[-1] for t in fp] for fp in together] == [[t[-1] for t in fp] for fp in expected]
+    assert [[t[:-1] for t in fp] for fp in together] == [[pytest.approx(t[:-1], rel=1e-12, abs=1e-12) for t in fp]
+                                                         for fp in expected]
+    wide = [torch.randn(33, generator=gen(k)) for k in range(5)]
+    assert digest_key(fingerprints(wide)[3]) == digest_key(fingerprints([wide[3].clone()])[0])
+
+
 @pytest.mark.gpu
 def test_digest_and_sampled_elements_on_cuda() -> None:
     """The workers compute digests and sampled elements on the device of the outputs."""

@@ -17,6 +17,7 @@ PROJECTION_WIDTH = 4096
 DIGEST_BLOCK_ROWS = 1024  # rows of a digest's block: 4M elements
 ROW_BYTES = 4 * DIGEST_WORDS  # tensors up to this size are digested in batches of rows (``fingerprints``)
 BATCH_ELEMENTS = DIGEST_BLOCK_ROWS * PROJECTION_WIDTH  # the most elements of one batch: 32 MB as float64
+BATCHED_DEVICES = ("cuda",)  # where a sample's small outputs are digested in batches (a CPU digests each alone)
 _projection_weights: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
 _hash_weight_cache: dict[str, torch.Tensor] = {}
 
@@ -49,7 +50,7 @@ def fingerprints(outs: list[Any]) -> list[list[list[Any]]]:
     groups: dict[tuple[Any, ...], list[torch.Tensor]] = {}
     for ts in flat:
         for t in ts:
-            batched = t.is_cuda and t.numel() * t.element_size() <= ROW_BYTES
+            batched = t.device.type in BATCHED_DEVICES and t.numel() * t.element_size() <= ROW_BYTES
             groups.setdefault((t.device, t.dtype, t.numel()) if batched else ("alone", id(t)), []).append(t)
     rows: dict[torch.device, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # per device: (figures, hashes) parts
     where: dict[int, tuple[torch.device, int]] = {}  # id(tensor) -> (device, its row there)
