@@ -1,5 +1,6 @@
 """What the checks of one timed sample cost, per call: the output digests each worker computes, the sampled
-elements each gathers, and the reference worker's comparison of the candidate's elements with its own.
+elements each gathers, and the reference worker's comparison of the candidate's elements with its own (in one pass,
+``one_pass``, and tensor by tensor, ``compare``, where one fails).
 
 Every timed call's output is checked (docs/anticheat.md), so these costs grow with the calls a sample holds:
 on an H100 they were most of the timing phase (session 30: setup, element checks and digests 40 of 48 s).
@@ -15,7 +16,7 @@ import time
 
 import torch
 
-from pytest_cudal1.compare import compare
+from pytest_cudal1.compare import compare, within_bounds
 from pytest_cudal1.workers import digests, runtime
 
 CASES = ((4096, 81), (128 * 1024, 81), (1 << 20, 20), (1 << 24, 4))
@@ -46,6 +47,8 @@ def main() -> None:
             steps = {
                 "digests": lambda: digests.fingerprints(outs),
                 "elements": lambda: digests.sampled_elements(outs, 5, 256),
+                # A sample whose elements all pass takes one pass; one that fails goes tensor by tensor too.
+                "one_pass": lambda: within_bounds(theirs, digests.sampled_elements(outs, 5, 256), 1e-6, 0.0),
                 "compare": lambda: compare(theirs, digests.sampled_elements(outs, 5, 256), None, "elements",
                                            rounding=1e-6),
             }
