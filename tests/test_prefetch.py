@@ -20,7 +20,7 @@ from pytest_cudal1.candidates import Candidate, reference_candidate
 from pytest_cudal1.judge import Judge, JudgeConfig
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.spares import ANY
-from pytest_cudal1.timing import TimingConfig
+from pytest_cudal1.timing import UNREPORTED_MS, TimingConfig
 from pytest_cudal1.workers.process import WorkerFailure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,6 +148,7 @@ def test_an_items_workers_end_while_the_next_item_starts(tmp_path: Path) -> None
         ending = list(judge.closing.workers)
         assert [w.role for w in ending] == ["candidate", "reference"] and judge.references.worker is None
         assert all(w.exit_asked is not None for w in ending)
+        assert first.timing.unreported_allowed_ms >= UNREPORTED_MS  # the clock's allowance, recorded
         second = judge.judge(gelu, reference_candidate(gelu))
         assert second.verdict.reason is Reason.OK, second.verdict.message
         assert all(w.proc.poll() is not None for w in ending)

@@ -304,3 +304,31 @@ def test_a_timer_forged_past_a_disarmed_watch_is_a_timer_mismatch(tmp_path: Path
     verdict = record["verdict"]
     assert verdict["reason"] == "TIMER_MISMATCH", verdict
     assert verdict["evidence"]["unreported_ms"] > verdict["evidence"]["allowed_ms"]
+
+
+# Disarms the tamper watch and sends its outputs' digests with a word where the exact hash goes: the controller reads
+# what the candidate's worker sends as untrusted data.
+MALFORMED_DIGEST = candidate_source(header="""
+import gc
+
+from pytest_cudal1.workers import digests, tamper
+
+for obj in gc.get_objects():
+    if isinstance(obj, tamper.TamperWatch):
+        obj.objs = {}
+
+_real = digests.fingerprint
+digests.fingerprint = lambda out: [t[:-1] + ["not a hash"] for t in _real(out)]
+""", forward="return torch.relu(x)")
+
+
+def test_a_malformed_output_digest_is_a_protocol_violation(tmp_path: Path) -> None:
+    write_task(tmp_path / "tasks", 1, "1_relu", task_source(forward="return torch.relu(x)", shape="64, 64"))
+    write_candidate(tmp_path / "cands", 1, "1_relu", "malformed", MALFORMED_DIGEST)
+    ledger = tmp_path / "ledger.jsonl"
+    run_pytest(tmp_path, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
+               f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
+               f"--cudal1-cache-dir={tmp_path / 'cache'}")
+    [record] = read_ledger(ledger)
+    assert record["verdict"]["reason"] == "PROTOCOL_VIOLATION", record["verdict"]
+    assert "malformed output digest" in record["verdict"]["message"]

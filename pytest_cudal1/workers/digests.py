@@ -83,9 +83,12 @@ def fingerprints(outs: list[Any]) -> list[list[list[Any]]]:
 
 
 def _digest_rows(x: torch.Tensor) -> torch.Tensor:
-    """Each row's sums, non-finite count and projections (float64, on its device): rows of one batch."""
-    d = x.to(torch.float64)
-    u, v = _weights(d.device, -(-d.shape[1] // PROJECTION_WIDTH))
+    """Each row's figures (``_figures``): rows of one batch."""
+    return _figures(x.to(torch.float64), *_weights(x.device, -(-x.shape[1] // PROJECTION_WIDTH)))
+
+
+def _figures(d: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Per row of ``d`` (float64): its sums, non-finite count and projections (``_projections``)."""
     sums = torch.stack([d.nansum(1), d.abs().nansum(1), (d * d).nansum(1), (~torch.isfinite(d)).sum(1).double()], 1)
     return torch.cat([sums, _projections(d, u, v)], 1)
 
@@ -127,10 +130,8 @@ def _digest(t: torch.Tensor) -> torch.Tensor:
     total = torch.zeros(4 + DIGEST_PROJECTIONS, dtype=torch.float64, device=flat.device)
     step = DIGEST_BLOCK_ROWS * PROJECTION_WIDTH
     for start in range(0, n, step):
-        d = flat[start:start + step].to(torch.float64)
-        sums = torch.stack([d.nansum(), d.abs().nansum(), (d * d).nansum(), (~torch.isfinite(d)).sum().double()])
         first = start // PROJECTION_WIDTH
-        total += torch.cat([sums, _projections(d[None], u[first:first + DIGEST_BLOCK_ROWS], v)[0]])
+        total += _figures(flat[start:start + step].to(torch.float64)[None], u[first:first + DIGEST_BLOCK_ROWS], v)[0]
     return total
 
 

@@ -331,11 +331,11 @@ class ReferenceWorker:
         """Compare the candidate's elements of every call of the last timed sample (drawn from ``sample_seed``)
         with the reference's at the same positions (``digests.sampled_elements``), under the same rounding
         model: a call that fails under the trials' rounding is compared again under its own (``call_rounding``)."""
-        own = digests.sampled_elements(self.timed_outputs, int(body["seed"]), int(body["count"]))
-        per_call = [len(list(guards.tensors(out))) for out in self.timed_outputs]
-        self.timed_outputs = []
+        outs, self.timed_outputs = self.timed_outputs, []
+        own = digests.sampled_elements(outs, int(body["seed"]), int(body["count"]))
         if within_bounds(body["outputs"], own, self.rounding, self.rounding_floor):
             return None
+        per_call = [len(list(guards.tensors(out))) for out in outs]
         theirs = _on_device(body["outputs"], self.device)
         bad = compare(theirs, own, None, "timed elements", rounding=self.rounding, floor=self.rounding_floor)
         if bad is None or len(theirs) != len(own):
