@@ -30,7 +30,8 @@ from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import measured, reward_for
 from pytest_cudal1.spares import Spares
 from pytest_cudal1.static_scan import scan
-from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, confirmed, measure_pairs, pool_runs
+from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, confirmed, measure_pairs
+from pytest_cudal1.timing_stats import pool_runs
 from pytest_cudal1.trials import check_trials
 from pytest_cudal1.workers.process import Closing, WorkerFailure, WorkerProcess
 
@@ -49,7 +50,7 @@ class JudgeConfig:
     list_kernels: bool = True  # the profiled call after timing (``record.kernels``); its first use costs seconds
     peak_bandwidth_gbs: float | None = None  # None: measured on the GPU, no floor on the CPU
     remeasure_above: float = 10.0
-    timing_processes: int = 1  # worker-process pairs each candidate is timed in (``timing.pool_runs``)
+    timing_processes: int = 1  # worker-process pairs each candidate is timed in (``timing_stats.pool_runs``)
     # Seed of timing inputs, pair order and audits (``seeds``), and of the tasks' trial seeds; None: drawn per
     # item after the build (trial seeds: per task, ``Judge.trial_secret``).
     judge_seed: int | None = None

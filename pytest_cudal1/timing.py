@@ -6,7 +6,7 @@ clock and thermal drift hit both sides alike. Inside each worker a sample is:
 L2 flush, device-wide synchronize, a spin kernel while the host queues the
 first launch, start event, the calls, end event, and work still running on
 other streams after the end event timed by a device-wide synchronize
-(``timed_loop.timed_sample``) and added as the run's median (``counted_ms``); a
+(``timed_loop.timed_sample``) and added as the run's median (``timing_stats.counted_ms``); a
 sample counts at least the host's time to queue its calls. The
 speedup is the median of per-pair ratios with a bootstrap 95% interval; measuring stops when that
 interval is within ``target_rel_ci`` of the median (after ``min_pairs``), when
@@ -29,7 +29,7 @@ kernels) ties under ``kernel`` and wins under ``call``.
 
 Samples rotate among buffer placements (graph captures, or eager memory pools;
 ``TimingConfig.placements``). A run measures one pair of worker processes; the
-judge may time a candidate in several pairs and pool them (``pool_runs``), so the
+judge may time a candidate in several pairs and pool them (``timing_stats.pool_runs``), so the
 interval covers the spread between processes too.
 
 Outputs of timed calls are checked: every call's digest (numel, sums, and
@@ -57,7 +57,9 @@ from typing import Any, Callable
 from pytest_cudal1 import environment
 from pytest_cudal1.call_checks import CallChecks
 from pytest_cudal1.reasons import Reason
-from pytest_cudal1.records import PairedTiming, TimingSummary, Verdict
+from pytest_cudal1.records import PairedTiming, Verdict
+from pytest_cudal1.timing_stats import (bootstrap_median_ci, counted_pairs, device_ms, sample_ms, state_summary,
+                                        state_warnings, summarize, tail_ms)
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 MIN_PAIRS = 3
@@ -160,70 +162,6 @@ class WallClock:
         return {step: round(s, 4) for step, s in self.spent.items()}
 
 
-def summarize(samples: list[float], clock: str, calls: int, tail_ms: float = 0.0) -> TimingSummary:
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
-    return TimingSummary(
-        median_ms=statistics.median(samples), iqr_ms=q[2] - q[0], min_ms=min(samples),
-        mean_ms=statistics.fmean(samples), n=len(samples), clock=clock, calls_per_sample=calls,
-        samples_ms=list(samples), tail_ms=tail_ms,
-    )
-
-
-def bootstrap_median_ci(runs: list[list[float]], rng: random.Random, resamples: int = 300) -> tuple[float, float]:
-    """95% interval of the median of the runs' per-pair ratios.
-
-    With several runs (worker-process pairs) the runs are resampled first, then the pairs
-    within each, so the spread between processes counts, not only the spread within one.
-    """
-    pooled = [x for run in runs for x in run]
-    if len(pooled) < 2:
-        return (pooled[0], pooled[0])
-
-    def resampled() -> float:
-        picked = rng.choices(runs, k=len(runs)) if len(runs) > 1 else runs
-        return statistics.median([x for run in picked for x in rng.choices(run, k=len(run))])
-    meds = sorted(resampled() for _ in range(resamples))
-    return (meds[int(0.025 * resamples)], meds[int(math.ceil(0.975 * resamples)) - 1])
-
-
-def _per_pair(ref_ms: list[float], cand_ms: list[float]) -> list[float]:
-    """Per-pair speedups, reference over candidate."""
-    return [r / max(c, 1e-9) for r, c in zip(ref_ms, cand_ms)]
-
-
-def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
-    """One timing from runs in separate worker-process pairs: the median of all their pairs' ratios,
-    with an interval over processes and pairs (``bootstrap_median_ci``).
-
-    Why: on the H200 the same code judged against itself in one pair of processes came out
-    up to 4.5% from 1.00, with an interval that excluded 1.00: each process is one draw of
-    something (its memory layout, most likely) that samples within it cannot average out.
-    """
-    ratios = [_per_pair(t.reference.samples_ms, t.candidate.samples_ms) for t in runs]
-    first, clock, calls = runs[0], runs[0].candidate.clock, runs[0].candidate.calls_per_sample
-    return PairedTiming(
-        reference=summarize([x for t in runs for x in t.reference.samples_ms], clock, calls,
-                            statistics.median(t.reference.tail_ms for t in runs)),
-        candidate=summarize([x for t in runs for x in t.candidate.samples_ms], clock, calls,
-                            statistics.median(t.candidate.tail_ms for t in runs)),
-        speedup=statistics.median([x for run in ratios for x in run]),
-        speedup_ci=bootstrap_median_ci(ratios, rng),
-        pairs=sum(t.pairs for t in runs),
-        method=f"{first.method}; in {len(runs)} worker-process pairs, pooled (interval over processes and pairs)",
-        stopped_because=", ".join(t.stopped_because for t in runs),
-        warnings=list(dict.fromkeys(w for t in runs for w in t.warnings)),
-        gpu_state=_pooled_state([t.gpu_state for t in runs if t.gpu_state]),
-        wall_s=_summed([t.wall_s for t in runs]),
-        unreported_ms=statistics.median(t.unreported_ms for t in runs),
-        unreported_allowed_ms=statistics.median(t.unreported_allowed_ms for t in runs),
-    )
-
-
-def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
-    steps = dict.fromkeys(step for part in parts for step in part)
-    return {step: round(sum(part.get(step, 0.0) for part in parts), 4) for step in steps}
-
-
 def call_measure_on_cpu(kernel: PairedTiming) -> PairedTiming:
     """The ``call`` measure on the CPU: the ``kernel`` measure's own pairs, said so in the method.
 
@@ -234,56 +172,6 @@ def call_measure_on_cpu(kernel: PairedTiming) -> PairedTiming:
     """
     return dataclasses.replace(kernel, method="call measure: the kernel measure's pairs (on the CPU both are the host "
                                               "clock around eager calls, launch included); " + kernel.method)
-
-
-def _pooled_state(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """``_state_summary`` over several runs: the first's before, the last's after, the clock range of all."""
-    if not states:
-        return {}
-    return {
-        "before": states[0].get("before"), "after": states[-1].get("after"),
-        "sm_clock_min_mhz": min((s["sm_clock_min_mhz"] for s in states if s.get("sm_clock_min_mhz")), default=None),
-        "sm_clock_max_mhz": max((s["sm_clock_max_mhz"] for s in states if s.get("sm_clock_max_mhz")), default=None),
-        "clock_event_reasons_seen": sorted({r for s in states for r in s.get("clock_event_reasons_seen", [])}),
-    }
-
-
-def _device_ms(sample: dict[str, Any]) -> float:
-    """The device's time per call (events, or the host clock on the CPU). It sizes short kernels' samples:
-    one eager call of a short kernel is host-bound, and its queueing time would size them too small."""
-    return float(sample["event_ms"] if sample.get("event_ms") is not None else sample["host_ms"])
-
-
-def _sample_ms(sample: dict[str, Any]) -> tuple[float, str]:
-    """Time per call: the events', or the host's time to queue the calls when that is longer (the GPU
-    cannot run calls faster than they are queued, and host work done while the GPU held is still work)."""
-    if sample.get("event_ms") is not None:
-        return max(_device_ms(sample), float(sample.get("enqueue_ms") or 0.0)), "cuda_event"
-    return _device_ms(sample), "perf_counter"
-
-
-def tail_ms(samples: list[tuple[float, float]], calls: int) -> float:
-    """The run's median escaped work per call, from (time per call, escaped ms per sample).
-
-    The median, not each sample's own: a host thread preempted around the synchronize
-    (a vCPU, 30-100 us on the H200 machine) reads as escaped work in a few samples, while
-    work a candidate leaves running on another stream escapes in most of them. One that
-    escapes in fewer than half its samples moves the median of ratios by no more than the
-    spread of its other samples.
-    """
-    return statistics.median(e for _, e in samples) / calls
-
-
-def counted_ms(samples: list[tuple[float, float]], calls: int) -> list[float]:
-    """Per-call times with the run's escaped work (``tail_ms``) added to each."""
-    extra = tail_ms(samples, calls)
-    return [t + extra for t, _ in samples]
-
-
-def _counted(raw: dict[str, list[tuple[float, float]]], calls: int) -> tuple[list[float], list[float], list[float]]:
-    """Both sides' counted times (``counted_ms``) and the per-pair ratios, reference over candidate."""
-    ref_ms, cand_ms = counted_ms(raw["reference"], calls), counted_ms(raw["candidate"], calls)
-    return ref_ms, cand_ms, _per_pair(ref_ms, cand_ms)
 
 
 # A replayed capture whose outputs fail these is timed eagerly instead (work left outside the capture).
@@ -335,7 +223,7 @@ def measure_pairs(
     for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
         seed = rng.getrandbits(31)
         ref_sample = timed(reference, seed, 1)[0]
-        warm_ref.append(_device_ms(ref_sample))
+        warm_ref.append(device_ms(ref_sample))
         bad = checks(-1, timed(candidate, seed, 1)[0], ref_sample, seed)
         if bad is not None:
             raise AuditFailure(bad, -1)
@@ -375,7 +263,7 @@ def measure_pairs(
         rng.shuffle(order)
         for worker in order:
             sample, wall_ms = timed(worker, seed, calls, graph)
-            ms, clock = _sample_ms(sample)
+            ms, clock = sample_ms(sample)
             escaped = float(sample.get("escaped_ms") or 0.0)
             if float(sample["host_ms"]) * calls > wall_ms * 1.05 + 0.05:
                 raise AuditFailure(Verdict(Reason.TIMER_MISMATCH, f"{worker.role} reported {sample['host_ms']:.4g} ms "
@@ -397,7 +285,7 @@ def measure_pairs(
         last = pairs == cfg.max_pairs
         out_of_time = time.monotonic() - started > cfg.budget_s
         if (pairs >= cfg.min_pairs and pairs % 5 == 0) or (out_of_time and pairs >= MIN_PAIRS):
-            ratios = _counted(raw, calls)[2]
+            ratios = counted_pairs(raw, calls)[2]
             ci = bootstrap_median_ci([ratios], boot)
             med = statistics.median(ratios)
             if pairs >= cfg.min_pairs and (ci[1] - ci[0]) / 2 <= cfg.target_rel_ci * med:
@@ -413,7 +301,7 @@ def measure_pairs(
         if last:
             break
     _check_clocks(gaps)
-    ref_ms, cand_ms, ratios = _counted(raw, calls)
+    ref_ms, cand_ms, ratios = counted_pairs(raw, calls)
     unreported, bound = _unreported(overheads)
     if unreported > bound:
         raise AuditFailure(Verdict(
@@ -424,7 +312,7 @@ def measure_pairs(
             pairs - 1, statistical=True)
     if math.isnan(ci[0]) or stopped == "max_pairs":  # the last interval may predate the last pairs
         ci = bootstrap_median_ci([ratios], boot)
-    warnings = _state_warnings(states)
+    warnings = state_warnings(states)
     ref_tail, cand_tail = tail_ms(raw["reference"], calls), tail_ms(raw["candidate"], calls)
     escaped_ms = cand_tail * calls
     if escaped_ms > max(ESCAPED_WARN_MS, ESCAPED_WARN_SHARE * statistics.median(cand_ms) * calls):
@@ -456,7 +344,7 @@ def measure_pairs(
         method=method,
         stopped_because=stopped,
         warnings=warnings,
-        gpu_state=_state_summary(states),
+        gpu_state=state_summary(states),
         wall_s=wall.seconds(),
         unreported_ms=unreported,
         unreported_allowed_ms=bound if math.isfinite(bound) else 0.0,
@@ -543,21 +431,3 @@ def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, mos
     return "", placements
 
 
-def _state_summary(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """GPU state before and after timing, the SM clock range and every clock-event reason seen."""
-    seen = [s for s in states if s]
-    if not seen:
-        return {}
-    clocks = [s["sm_clock_mhz"] for s in seen if "sm_clock_mhz" in s]
-    return {
-        "before": seen[0], "after": seen[-1],
-        "sm_clock_min_mhz": min(clocks, default=None), "sm_clock_max_mhz": max(clocks, default=None),
-        "clock_event_reasons_seen": sorted({s["clock_event_reasons"] for s in seen if "clock_event_reasons" in s}),
-    }
-
-
-def _state_warnings(states: list[dict[str, Any]]) -> list[str]:
-    clocks = [s["sm_clock_mhz"] for s in states if s.get("sm_clock_mhz")]
-    if clocks and max(clocks) > 1.05 * min(clocks):
-        return [f"SM clock moved between {min(clocks)} and {max(clocks)} MHz while timing (throttling?)"]
-    return []

@@ -11,7 +11,7 @@ import pytest
 
 from cudal1_helpers import candidate_source, task_source, write_candidate, write_task
 from pytest_cudal1.records import PairedTiming, TimingSummary
-from pytest_cudal1.timing import bootstrap_median_ci, pool_runs
+from pytest_cudal1.timing_stats import bootstrap_median_ci, pool_runs
 
 
 def run_of(ref_ms: list[float], cand_ms: list[float]) -> PairedTiming:

@@ -13,8 +13,8 @@ from cudal1_helpers import candidate_source, read_ledger, run_pytest, task_sourc
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Verdict
-from pytest_cudal1.timing import (AuditFailure, _check_clocks, _device_ms, _sample_ms, confirmed, counted_ms, pool_runs,
-                                  summarize, tail_ms)
+from pytest_cudal1.timing import AuditFailure, _check_clocks, confirmed
+from pytest_cudal1.timing_stats import counted_ms, device_ms, pool_runs, sample_ms, summarize, tail_ms
 from pytest_cudal1.trials import run_call
 from pytest_cudal1.workers import memory
 from pytest_cudal1.workers.timed_loop import Flusher, TimedLoop, timed_sample
@@ -172,15 +172,15 @@ def test_the_counted_tail_is_reported_per_side_and_pooled() -> None:
 
 
 def test_a_sample_counts_the_hosts_queueing_time_when_it_is_longer_than_its_events() -> None:
-    assert _sample_ms({"event_ms": 2.7, "enqueue_ms": 0.05, "host_ms": 2.8}) == (2.7, "cuda_event")
-    assert _sample_ms({"event_ms": 0.1, "enqueue_ms": 0.8, "host_ms": 0.9}) == (0.8, "cuda_event")
-    assert _sample_ms({"event_ms": None, "enqueue_ms": None, "host_ms": 0.9}) == (0.9, "perf_counter")
+    assert sample_ms({"event_ms": 2.7, "enqueue_ms": 0.05, "host_ms": 2.8}) == (2.7, "cuda_event")
+    assert sample_ms({"event_ms": 0.1, "enqueue_ms": 0.8, "host_ms": 0.9}) == (0.8, "cuda_event")
+    assert sample_ms({"event_ms": None, "enqueue_ms": None, "host_ms": 0.9}) == (0.9, "perf_counter")
 
 
 def test_short_kernels_samples_are_sized_by_the_device_time_not_the_queueing() -> None:
     # H200: one eager 17 us call took ~85 us to queue; sized from that, samples held 10 calls, not ~48.
-    assert _device_ms({"event_ms": 0.017, "enqueue_ms": 0.085, "host_ms": 0.1}) == 0.017
-    assert _device_ms({"event_ms": None, "enqueue_ms": None, "host_ms": 0.1}) == 0.1
+    assert device_ms({"event_ms": 0.017, "enqueue_ms": 0.085, "host_ms": 0.1}) == 0.017
+    assert device_ms({"event_ms": None, "enqueue_ms": None, "host_ms": 0.1}) == 0.1
 
 
 def test_fixed_input_sets_are_the_same_buffers_with_new_values() -> None:
@@ -260,7 +260,7 @@ def test_host_work_done_while_the_gpu_holds_is_counted() -> None:
     loop.place(1, 1)
     sample, _ = timed_sample(loop, 0, 1, "cuda", flush)
     assert sample["event_ms"] < 0.3 and sample["enqueue_ms"] >= 0.5
-    assert _sample_ms(sample)[0] == sample["enqueue_ms"]
+    assert sample_ms(sample)[0] == sample["enqueue_ms"]
 
 
 # Disarms the tamper watch through ``gc`` (any code in the worker can) and reports a hundredth of each sample's time:

@@ -327,7 +327,7 @@ def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flu
     synchronizes the whole device: work left on any other stream makes that synchronize
     wait. Its cost past an idle synchronize (``idle_sync``, measured before the candidate
     loaded, plus ``HONEST_TAIL_MS``) is ``escaped_ms``, which the controller adds to the
-    run's samples (``timing.counted_ms``). Both ends of that tail are read on the host
+    run's samples (``timing_stats.counted_ms``). Both ends of that tail are read on the host
     clock by a host that never sleeps in between. A graph replay has no escaped work
     (a capture must join every stream it forked, and work launched outside the capture
     is missing from the replay, whose outputs are checked), so its tail is not counted:
