@@ -215,9 +215,6 @@ def measure_pairs(
                          cfg.call_timeout, wall)
     # ``rng`` draws what the candidate must not predict (``seeds.KeyedRandom``); the bootstrap only needs speed.
     boot = random.Random(rng.getrandbits(64))
-    overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
-    gaps: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (host - event, event) per call
-    host_bound = {"reference": 0, "candidate": 0}  # samples whose host queued slower than the GPU ran
     warm_ref = []
     placements = place(1)
     for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
@@ -230,33 +227,29 @@ def measure_pairs(
     ref_warm = statistics.median(warm_ref)
     calls = 1 if ref_warm >= cfg.short_ms or as_called else \
         min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
-    graph, eager_because = False, ""
+    graph, eager_because, on_trial = False, "", 0
     if calls > 1 and cfg.graphs and ref_sample.get("event_ms") is not None:
-        eager_because, captures = _capture(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls + 60,
-                                           cfg.reserve_bytes)
-        for _ in range(captures):  # an untimed replay of each capture, checked: one that lost work means eager calls
-            seed = rng.getrandbits(31)
-            ref_sample = timed(reference, seed, calls, True)[0]
-            bad = checks(-1, timed(candidate, seed, calls, True)[0], ref_sample, seed)
-            if bad is not None and bad.reason not in CAPTURE_VALUE_FAILURES:
-                raise AuditFailure(bad, -1)
-            if bad is not None:
-                eager_because = f"the candidate's replayed graph failed the output check ({bad.reason.value})"
-                break
+        eager_because, placements = _capture(reference, candidate, calls, cfg.placements,
+                                             cfg.call_timeout * calls + 60, cfg.reserve_bytes)
         graph = not eager_because
-    if graph:
-        placements = captures
-    elif calls > 1:
+        # Each capture's first timed replay is its check as well: one that lost work (a value check fails) means
+        # eager calls from the start, those pairs discarded; past them, a failure is the candidate's verdict.
+        on_trial = placements
+    if not graph and calls > 1:
         placements = place(calls)
     wall.setup_done()
 
     raw: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (ms per call, escaped ms)
+    overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
+    gaps: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (host - event, event) per call
+    host_bound = {"reference": 0, "candidate": 0}  # samples whose host queued slower than the GPU ran
     states = [environment.gpu_state()]
     clock = "perf_counter"
     started = time.monotonic()
     stopped = "max_pairs"
     ci = (float("nan"), float("nan"))
-    for pair in range(cfg.max_pairs):
+    pair = 0
+    while True:
         seed = rng.getrandbits(31)
         samples: dict[str, dict[str, Any]] = {}
         order = [reference, candidate]
@@ -279,6 +272,17 @@ def measure_pairs(
         states.append(environment.gpu_state())
         wall.lap("gpu_state")
         bad = checks(pair, samples["candidate"], samples["reference"], seed)
+        if bad is not None and pair < on_trial and bad.reason in CAPTURE_VALUE_FAILURES:
+            eager_because = f"the candidate's replayed graph failed the output check ({bad.reason.value})"
+            graph, on_trial, pair, ci = False, 0, 0, (float("nan"), float("nan"))
+            placements = place(calls)
+            wall.lap("setup")
+            for side in (*raw.values(), *overheads.values(), *gaps.values()):
+                side.clear()
+            host_bound = dict.fromkeys(host_bound, 0)
+            states = [environment.gpu_state()]
+            started = time.monotonic()
+            continue
         if bad is not None:
             raise AuditFailure(bad, pair)
         pairs = pair + 1
@@ -300,6 +304,7 @@ def measure_pairs(
                 raise AuditFailure(bad, pair)
         if last:
             break
+        pair += 1
     _check_clocks(gaps)
     ref_ms, cand_ms, ratios = counted_pairs(raw, calls)
     unreported, bound = _unreported(overheads)

@@ -69,8 +69,8 @@ class TimedLoop:
     so outputs and temporaries move with them.
     Candidate code runs only while a graph is captured; whatever it did not put into
     the graph (host work, unjoined streams, a cache lookup) is missing from the replay.
-    The controller checks a replay of each capture before timing and falls back to eager
-    calls when one fails (``timing._capture``).
+    The controller checks each capture's first timed replay and falls back to eager
+    calls when one fails (``timing.measure_pairs``).
     """
 
     def __init__(self, call: Callable[[list[Any]], Any], inputs: TimingInputs, poison: list[int] | None = None,
