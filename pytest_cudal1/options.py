@@ -34,6 +34,8 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("target-ci", "float", 0.02, "stop timing once the speedup's 95 percent interval is within this fraction"),
     ("timing-processes", "int", 1, "time each candidate in this many (reference, candidate) worker-process pairs, "
                                    "sharing the budget; the interval then covers the spread between processes"),
+    ("sample-ms", "float", 1.0, "calls shorter than this are batched, each on fresh inputs, so that one kernel-measure "
+                                "sample lasts about this long (longer samples: a larger share of the wall time timed)"),
     ("eager-short", "bool", False, "time short kernels' batched calls eagerly, not as a replayed CUDA graph"),
     ("speedup", "string", "kernel", "the measure the reward is taken from: kernel (short calls replayed as CUDA "
                                     "graphs on both sides) or call (eager calls as a user makes them, launch "

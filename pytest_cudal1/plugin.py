@@ -267,7 +267,7 @@ class CudaL1Session:
                 budget_s=setting(self.config, "time-budget"), min_pairs=setting(self.config, "min-pairs"),
                 max_pairs=setting(self.config, "max-pairs"), target_rel_ci=setting(self.config, "target-ci"),
                 call_timeout=setting(self.config, "call-timeout"),
-                graphs=not setting(self.config, "eager-short"),
+                graphs=not setting(self.config, "eager-short"), short_ms=setting(self.config, "sample-ms"),
             ),
             custom_kernels_only=self.custom_kernels_only,
             list_kernels=not setting(self.config, "no-kernel-list"),

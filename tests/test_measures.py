@@ -79,6 +79,25 @@ def test_a_timing_run_books_its_wall_time_by_step_with_the_timed_regions_inside_
     assert sum(wall.values()) >= 0.5 * record["phase_s"]["timing"]
 
 
+def test_a_longer_sample_batches_more_calls_and_times_a_larger_share(default_run, layout: Path) -> None:
+    """``--cudal1-sample-ms``: short calls are batched until a sample lasts about that long, so more of the run's
+    wall time is inside timed regions (the throughput goal's timed share)."""
+    _, (short,), _ = default_run
+    result, (long,), _ = judged(layout, "long_samples", "--cudal1-sample-ms=20")
+    assert result.ret == 0, result.stdout.str()
+
+    def share(record: dict) -> float:
+        t = record["timing"]
+        timed = sum(sum(t[s]["samples_ms"]) * t[s]["calls_per_sample"] for s in ("reference", "candidate")) / 1000
+        return timed / sum(t["wall_s"].values())
+    assert long["timing"]["candidate"]["calls_per_sample"] > 5 * short["timing"]["candidate"]["calls_per_sample"]
+    assert share(long) > share(short)
+
+    def sample_ms(record: dict) -> float:
+        return record["timing"]["reference"]["median_ms"] * record["timing"]["reference"]["calls_per_sample"]
+    assert sample_ms(long) > 2 * sample_ms(short)  # at most 1000 calls: a 3 us relu's sample stays under 20 ms
+
+
 def test_the_reward_is_the_kernel_measure_by_default(default_run) -> None:
     _, (record,), _ = default_run
     assert record["reward_measure"] == "kernel"
