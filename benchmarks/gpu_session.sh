@@ -33,7 +33,8 @@
 # from .device/kb_rewrites.jsonl; TRAIN_STEPS, default 30); needs trl, datasets, dill and multiprocess wheels in .whl/.
 # throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs
 # .device/a100.jsonl and .device/anchors/) with TP_HARNESSES (default ours,kernelbench,cudal1) and TP_ARGS
-# (split on spaces: e.g. "--records 6 --rollouts 2 --ours-args=--cudal1-trials=3"); results in throughput/.
+# (split on spaces: e.g. "--records 6 --rollouts 2 --ours-args=--cudal1-trials=3"); results in throughput/; TP_ARGS2 runs
+# it again with those arguments, results in throughput-2/.
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them;
 # nvidia-smi-trace.csv beside them has the card's clocks, power and temperatures every 200 ms.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and, for
@@ -137,10 +138,13 @@ PY
             python3 benchmarks/train_smoke.py --tasks .device/kb_rewrites.jsonl --out "$stage/train" \
                 --steps "${TRAIN_STEPS:-30}" >"$stage/train.log" 2>&1
             rm -rf "$stage/train/model" "$stage/train/work" "$stage/train/train/rl/final" ;;
-        throughput)
+        throughput)  # and once more with TP_ARGS2 where set (a lever against the same machine), in throughput-2/
             python3 benchmarks/throughput.py --release .device/a100.jsonl --anchors .device/anchors \
                 --out "$stage/throughput" --harnesses "${TP_HARNESSES:-ours,kernelbench,cudal1}" ${TP_ARGS:-} \
-                >>"$stage/throughput.log" 2>&1 ;;
+                >>"$stage/throughput.log" 2>&1
+            [ -z "${TP_ARGS2:-}" ] || python3 benchmarks/throughput.py --release .device/a100.jsonl \
+                --anchors .device/anchors --out "$stage/throughput-2" --harnesses "${TP_HARNESSES:-ours,kernelbench,cudal1}" \
+                ${TP_ARGS2} >>"$stage/throughput-2.log" 2>&1 ;;
         *) echo "unknown phase $phase" ;;
     esac
     rc=$?

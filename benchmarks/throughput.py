@@ -503,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=TORCH_RECORDS + INLINE_RECORDS)
     parser.add_argument("--rollout-tasks", type=int, default=ROLLOUT_TASKS)
     parser.add_argument("--rollouts", type=int, default=4)
-    parser.add_argument("--ours-args", default="", help="more pytest options for our run (last one wins)")
+    parser.add_argument("--ours-args", action="append", default=[],
+                        help="more pytest options for our run (may be given more than once; a later option wins)")
     parser.add_argument("--anchor-timeout", type=float, default=300.0, help="seconds per anchor candidate")
     args = parser.parse_args(argv)
     if args.select:
@@ -527,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     for harness in harnesses:
         with tempfile.TemporaryDirectory(prefix=f"tp-{harness}-", ignore_cleanup_errors=True) as work:
             if harness == "ours":
-                run_ours(batch, args.out, args.ours_args, results, Path(work))
+                run_ours(batch, args.out, " ".join(args.ours_args), results, Path(work))
             else:
                 run_anchor(harness, batch, args.out, args.anchors.resolve(), args.anchor_timeout, results,
                            Path(work))
