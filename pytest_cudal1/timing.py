@@ -434,5 +434,3 @@ def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, mos
         if worker is reference:  # trusted; a candidate capture beyond it is still checked in every timed call
             placements = int(reply["placements"])
     return "", placements
-
-
