@@ -59,6 +59,10 @@ trace=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,temperature.memo
 nvidia-smi --format=csv -lms 200 --query-gpu="$trace" >"$stage/nvidia-smi-trace.csv" 2>/dev/null &
 tracer=$!
 common=(-p no:cacheprovider -q --cudal1-cache-dir=/tmp/cudal1-cache)
+throughput_run() {  # DIR ARGS...: benchmarks/throughput.py into $stage/DIR, its log $stage/DIR.log
+    python3 benchmarks/throughput.py --release .device/a100.jsonl --anchors .device/anchors --out "$stage/$1" \
+        --harnesses "${TP_HARNESSES:-ours,kernelbench,cudal1}" "${@:2}" >>"$stage/$1.log" 2>&1
+}
 pack() { tar -C "$(dirname "$stage")" -czf "$OUT/gpu-results.tmp.tar.gz" gpu && mv "$OUT/gpu-results.tmp.tar.gz" "$OUT/gpu-results.tar.gz"; }
 ( while sleep 20; do pack; done ) &
 packer=$!
@@ -139,12 +143,9 @@ PY
                 --steps "${TRAIN_STEPS:-30}" >"$stage/train.log" 2>&1
             rm -rf "$stage/train/model" "$stage/train/work" "$stage/train/train/rl/final" ;;
         throughput)  # and once more with TP_ARGS2 where set (a lever against the same machine), in throughput-2/
-            python3 benchmarks/throughput.py --release .device/a100.jsonl --anchors .device/anchors \
-                --out "$stage/throughput" --harnesses "${TP_HARNESSES:-ours,kernelbench,cudal1}" ${TP_ARGS:-} \
-                >>"$stage/throughput.log" 2>&1
-            [ -z "${TP_ARGS2:-}" ] || python3 benchmarks/throughput.py --release .device/a100.jsonl \
-                --anchors .device/anchors --out "$stage/throughput-2" --harnesses "${TP_HARNESSES:-ours,kernelbench,cudal1}" \
-                ${TP_ARGS2} >>"$stage/throughput-2.log" 2>&1 ;;
+            throughput_run throughput ${TP_ARGS:-}; failed=$?
+            [ -z "${TP_ARGS2:-}" ] || throughput_run throughput-2 ${TP_ARGS2} || failed=1
+            (exit "$failed") ;;
         *) echo "unknown phase $phase" ;;
     esac
     rc=$?

@@ -291,16 +291,22 @@ sys.modules["__main__"].timed_loop = _stand_in
 """, forward="return x @ x")
 
 
+def judged_alone(root: Path, task: str, forward: str, shape: str, name: str, source: str) -> dict:
+    """The one record of ``source`` judged against a level-1 task ``task`` (``forward`` on inputs of ``shape``)."""
+    write_task(root / "tasks", 1, task, task_source(forward=forward, shape=shape))
+    write_candidate(root / "cands", 1, task, name, source)
+    ledger = root / "ledger.jsonl"
+    run_pytest(root, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={root / 'tasks'}",
+               f"--cudal1-candidates={root / 'cands'}", f"--cudal1-ledger={ledger}",
+               f"--cudal1-cache-dir={root / 'cache'}")
+    [record] = read_ledger(ledger)
+    return record
+
+
 def test_a_timer_forged_past_a_disarmed_watch_is_a_timer_mismatch(tmp_path: Path) -> None:
     """A 384x384 matmul, ~2 ms a call on this CPU and little harness work around it, reported 100x faster.
     The old allowance (5 ms, or half the wall time of a sample) passed it as OK at ~100x."""
-    write_task(tmp_path / "tasks", 1, "1_mm", task_source(forward="return x @ x", shape="384, 384"))
-    write_candidate(tmp_path / "cands", 1, "1_mm", "forger", DISARMED_FORGER)
-    ledger = tmp_path / "ledger.jsonl"
-    run_pytest(tmp_path, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
-               f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
-               f"--cudal1-cache-dir={tmp_path / 'cache'}")
-    [record] = read_ledger(ledger)
+    record = judged_alone(tmp_path, "1_mm", "return x @ x", "384, 384", "forger", DISARMED_FORGER)
     verdict = record["verdict"]
     assert verdict["reason"] == "TIMER_MISMATCH", verdict
     assert verdict["evidence"]["unreported_ms"] > verdict["evidence"]["allowed_ms"]
@@ -323,12 +329,6 @@ digests.fingerprint = lambda out: [t[:-1] + ["not a hash"] for t in _real(out)]
 
 
 def test_a_malformed_output_digest_is_a_protocol_violation(tmp_path: Path) -> None:
-    write_task(tmp_path / "tasks", 1, "1_relu", task_source(forward="return torch.relu(x)", shape="64, 64"))
-    write_candidate(tmp_path / "cands", 1, "1_relu", "malformed", MALFORMED_DIGEST)
-    ledger = tmp_path / "ledger.jsonl"
-    run_pytest(tmp_path, "--cudal1-trials=2", "--cudal1-seed=1", f"--cudal1-tasks={tmp_path / 'tasks'}",
-               f"--cudal1-candidates={tmp_path / 'cands'}", f"--cudal1-ledger={ledger}",
-               f"--cudal1-cache-dir={tmp_path / 'cache'}")
-    [record] = read_ledger(ledger)
+    record = judged_alone(tmp_path, "1_relu", "return torch.relu(x)", "64, 64", "malformed", MALFORMED_DIGEST)
     assert record["verdict"]["reason"] == "PROTOCOL_VIOLATION", record["verdict"]
     assert "malformed output digest" in record["verdict"]["message"]
