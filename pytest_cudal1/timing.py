@@ -193,13 +193,22 @@ def measure_pairs(
     """
     as_called = cfg.measure == "call"
 
-    def timed(worker: WorkerProcess, seed: int, calls: int, graph: bool = False) -> tuple[dict[str, Any], float]:
-        """One sample and the controller's wall clock around it; the outputs' checks come after, untimed
-        (on a loaded CPU, digests of large outputs varied by tens of ms and swamped the yardstick)."""
+    def timed(worker: WorkerProcess, seed: int, turn: int, calls: int,
+              graph: bool = False) -> tuple[dict[str, Any], float]:
+        """One sample and the controller's wall clock around it, in three requests. The worker sets the sample up
+        (its placement, the output poison); then the reference worker refills that worker's inputs (its own, or
+        the candidate's shared ones: ``TimingInputs.mirror``), so the candidate never holds a seed, and what it
+        could read of its next inputs before its clock starts is one round trip away; then the sample, on the
+        controller's clock. The outputs' checks come after, untimed (on a loaded CPU, digests of large outputs
+        varied by tens of ms and swamped the yardstick)."""
         wall.lap("statistics")  # the controller's own work since the last step
+        body = {"turn": turn, "calls": calls, "graph": graph}
+        worker.request("set_up", body, cfg.call_timeout * calls)
+        reference.request("fill", {**body, "seed": seed, "side": worker.role, "theirs": shared[1]},
+                          cfg.call_timeout * calls)
+        wall.lap("refills")
         t0 = time.perf_counter()
-        sample = worker.request("time", {"seed": seed, "calls": calls, "graph": graph, "hold": not as_called},
-                                cfg.call_timeout * calls)
+        sample = worker.request("time", {**body, "hold": not as_called}, cfg.call_timeout * calls)
         wall_ms = (time.perf_counter() - t0) * 1e3
         wall.lap("samples")
         sample.update(worker.request("digests", None, cfg.call_timeout * calls))
@@ -207,8 +216,9 @@ def measure_pairs(
         return sample, wall_ms
 
     def place(calls: int) -> int:  # one untimed pass per placement
-        return _place(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls * cfg.placements + 60,
-                      cfg.reserve_bytes)
+        shared[:] = _place(reference, candidate, calls, cfg.placements,
+                           cfg.call_timeout * calls * cfg.placements + 60, cfg.reserve_bytes)
+        return shared[0]
 
     wall = WallClock()
     checks = CallChecks(seen_digests if seen_digests is not None else {}, reference, candidate, rng,
@@ -216,12 +226,13 @@ def measure_pairs(
     # ``rng`` draws what the candidate must not predict (``seeds.KeyedRandom``); the bootstrap only needs speed.
     boot = random.Random(rng.getrandbits(64))
     warm_ref = []
+    shared = [0, 0]  # the reference's placements or captures, and the candidate's
     placements = place(1)
-    for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
+    for turn in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
         seed = rng.getrandbits(31)
-        ref_sample = timed(reference, seed, 1)[0]
+        ref_sample = timed(reference, seed, turn, 1)[0]
         warm_ref.append(device_ms(ref_sample))
-        bad = checks(-1, timed(candidate, seed, 1)[0], ref_sample, seed)
+        bad = checks(-1, timed(candidate, seed, turn, 1)[0], ref_sample, seed)
         if bad is not None:
             raise AuditFailure(bad, -1)
     ref_warm = statistics.median(warm_ref)
@@ -229,12 +240,13 @@ def measure_pairs(
         min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
     graph, eager_because, on_trial = False, "", 0
     if calls > 1 and cfg.graphs and ref_sample.get("event_ms") is not None:
-        eager_because, placements = _capture(reference, candidate, calls, cfg.placements,
-                                             cfg.call_timeout * calls + 60, cfg.reserve_bytes)
+        eager_because, shared[:] = _capture(reference, candidate, calls, cfg.placements,
+                                            cfg.call_timeout * calls + 60, cfg.reserve_bytes)
+        placements = shared[0]
         graph = not eager_because
         # Each capture's first timed replay is its check as well: one that lost work (a value check fails) means
         # eager calls from the start, those pairs discarded; past them, a failure is the candidate's verdict.
-        on_trial = placements
+        on_trial = shared[1]
     if not graph and calls > 1:
         placements = place(calls)
     wall.setup_done()
@@ -255,7 +267,7 @@ def measure_pairs(
         order = [reference, candidate]
         rng.shuffle(order)
         for worker in order:
-            sample, wall_ms = timed(worker, seed, calls, graph)
+            sample, wall_ms = timed(worker, seed, pair, calls, graph)
             ms, clock = sample_ms(sample)
             escaped = float(sample.get("escaped_ms") or 0.0)
             if float(sample["host_ms"]) * calls > wall_ms * 1.05 + 0.05:
@@ -397,22 +409,31 @@ def _sizing(worker: WorkerProcess, calls: int, most: int, reserve: int) -> dict[
 
 
 def _place(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int, timeout: float,
-           reserve: int = 0) -> int:
-    """Have both workers set up their eager placements (``timed_loop.TimedLoop.place``); the reference's number."""
-    placements = 0
-    for worker in (reference, candidate):
-        reply = worker.request("place", _sizing(worker, calls, most, reserve), timeout)
-        for f in reply.get("flags", []):
-            raise AuditFailure(Verdict(Reason(f["code"]), f"while setting up timing: {f['detail']}"), -1)
-        if worker is reference:
-            placements = int(reply["placements"])
-    return placements
+           reserve: int = 0) -> tuple[int, int]:
+    """Have both workers set up their eager placements (``timed_loop.TimedLoop.place``); how many each has.
+    The reference places first and shares the candidate's input sets with it (``TimingInputs.mirror``)."""
+    reply = reference.request("place", _sizing(reference, calls, most, reserve), timeout)
+    theirs = candidate.request("place", {**_sizing(candidate, calls, most, reserve), "shared": reply["shared"]},
+                               timeout)
+    for f in theirs.get("flags", []):
+        raise AuditFailure(Verdict(Reason(f["code"]), f"while setting up timing: {f['detail']}"), -1)
+    return int(reply["placements"]), _their_count(theirs)
+
+
+def _their_count(reply: Any) -> int:
+    """How many placements or captures the candidate's worker says it has: which of its shared input sets the
+    reference refills (a wrong number leaves its calls stale inputs, which the output checks catch)."""
+    count = reply.get("placements") if isinstance(reply, dict) else None
+    if type(count) is not int:
+        raise AuditFailure(Verdict(Reason.PROTOCOL_VIOLATION, f"setting up timing, the candidate's worker named "
+                                   f"{str(count)[:40]!r} placements"), -1)
+    return count
 
 
 def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int,
-             timeout: float, reserve: int = 0) -> tuple[str, int]:
-    """Have both workers capture their timed loop as CUDA graphs: ('', the reference's number of
-    captures) if both did, else (why not, 0).
+             timeout: float, reserve: int = 0) -> tuple[str, tuple[int, int]]:
+    """Have both workers capture their timed loop as CUDA graphs: ('', how many captures each has) if both did,
+    else (why not, (0, 0)).
 
     A side that cannot be captured (a host sync, a CPU fallback) is timed eagerly, and so is the
     other, so both are measured the same way. So is a candidate whose replayed graph gives wrong
@@ -420,17 +441,18 @@ def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, mos
     checked as always, are what it is judged on. A candidate that dies or hangs while captured
     fails as it would in any call; flags its capture raised (tampering, changed settings) fail it too.
     """
-    placements = 0
+    body: dict[str, Any] = {}
+    counts = []
     for worker in (reference, candidate):
         try:
-            reply = worker.request("capture", _sizing(worker, calls, most, reserve), timeout)
+            reply = worker.request("capture", {**_sizing(worker, calls, most, reserve), **body}, timeout)
         except WorkerFailure as exc:
             if worker.proc.poll() is not None:
                 raise
-            return f"{worker.role} could not be captured: {exc.message[:200]}", 0
+            return f"{worker.role} could not be captured: {exc.message[:200]}", (0, 0)
         reply = reply if isinstance(reply, dict) else {}
         for f in reply.get("flags", []):
             raise AuditFailure(Verdict(Reason(f["code"]), f"while capturing a CUDA graph: {f['detail']}"), -1)
-        if worker is reference:  # trusted; a candidate capture beyond it is still checked in every timed call
-            placements = int(reply["placements"])
-    return "", placements
+        body = {"shared": reply.get("shared", [])}
+        counts.append(int(reply["placements"]) if worker is reference else _their_count(reply))
+    return "", (counts[0], counts[1])
