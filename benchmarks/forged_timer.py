@@ -49,7 +49,8 @@ class ModelNew(nn.Module):
         return torch.relu(x)
 '''
 
-# Disarms the watch (any code in the worker can reach it through gc) and divides every reported sample time.
+# Disarms the watch (any code in the worker can reach it through gc) and divides every reported sample time: the host
+# clock's and, on a GPU, the events' and the host's queueing time.
 FORGED = '''import gc
 import sys
 import types
@@ -68,7 +69,8 @@ _real = timed_loop.timed_sample
 
 def _forged(*args, **kwargs):
     sample, outs = _real(*args, **kwargs)
-    return dict(sample, host_ms=sample["host_ms"] / {divisor}), outs
+    forged = {{k: v / {divisor} for k, v in sample.items() if k in ("host_ms", "event_ms", "enqueue_ms") and v}}
+    return dict(sample, **forged), outs
 
 
 _stand_in = types.ModuleType(timed_loop.__name__)
