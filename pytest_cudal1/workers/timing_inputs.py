@@ -24,9 +24,10 @@ class TimingInputs:
     positive definite, rows that sum to one still do, zeros stay zeros), and each integer or
     boolean input gets the base's own elements at shuffled positions (``_shuffle_into``). Every input
     lives in a ``guards.Slot``, as trial inputs do, so a timed call's inputs look like a
-    checked call's and their guard bytes are checked after every sample. Both workers
-    derive the same values from the same seed, so the reference's output for a call
-    checks the candidate's.
+    checked call's and their guard bytes are checked after every sample. The reference
+    worker refills its own sets and copies them into the candidate's (``twin``, ``mirror``:
+    memory the candidate's worker maps, ``adopt``), so the reference's output for a call
+    checks the candidate's, and ``values`` draws a call's inputs again from its seed.
     """
 
     def __init__(self, base: list[Any], device: str, shared: bool = False) -> None:
