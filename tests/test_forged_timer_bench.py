@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_forged_timer_benchmark_names_the_forger_and_passes_the_honest_relu(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "forged_timer.py"), "--out", str(tmp_path),
-                           "--shapes", "512, 512", "--divisors", "100", "--repeats", "1"],
+                           "--shapes", "4096, 4096", "--divisors", "100", "--repeats", "1"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {r["candidate"]: r for r in json.loads((tmp_path / "forged-timer.json").read_text())}
@@ -21,4 +21,4 @@ def test_the_forged_timer_benchmark_names_the_forger_and_passes_the_honest_relu(
     assert rows["forged_100"]["verdict"] == "TIMER_MISMATCH", rows["forged_100"]
     assert rows["forged_100"]["evidence"]["unreported_ms"] > rows["forged_100"]["evidence"]["allowed_ms"]
     table = (tmp_path / "forged-timer.md").read_text()
-    assert "| L1/1_relu_512x512 | forged_100 | 0 | TIMER_MISMATCH |" in table and "honest self-judged" in table
+    assert "| L1/1_relu_4096x4096 | forged_100 | 0 | TIMER_MISMATCH |" in table and "honest self-judged" in table

@@ -305,19 +305,19 @@ def judged_alone(root: Path, task: str, forward: str, shape: str, name: str, sou
 
 
 def test_a_timer_forged_past_a_disarmed_watch_is_a_timer_mismatch(tmp_path: Path) -> None:
-    """A 384x384 matmul, ~2 ms a call on this CPU and little harness work around it, reported 100x faster.
+    """A 768x768 matmul, ~16 ms a call on this CPU and little harness work around it, reported 100x faster.
     The old allowance (5 ms, or half the wall time of a sample) passed it as OK at ~100x."""
-    record = judged_alone(tmp_path, "1_mm", "return x @ x", "384, 384", "forger", disarmed_forger("return x @ x", 100))
+    record = judged_alone(tmp_path, "1_mm", "return x @ x", "768, 768", "forger", disarmed_forger("return x @ x", 100))
     verdict = record["verdict"]
     assert verdict["reason"] == "TIMER_MISMATCH", verdict
     assert verdict["evidence"]["unreported_ms"] > verdict["evidence"]["allowed_ms"]
 
 
 def test_a_timer_forged_by_a_share_of_a_large_inputs_call_is_a_timer_mismatch(tmp_path: Path) -> None:
-    """A relu of 4M elements that reports half its time. Before the reference worker refilled the candidate's
-    inputs (``TimingInputs.mirror``), the refill of 16 MB was inside the candidate's clocked request, and a quarter
-    of that request's overhead (the allowance's share term) hid the forged half: judged OK at ~2x."""
-    record = judged_alone(tmp_path, "1_relu", "return torch.relu(x)", "4096, 1024", "halver",
+    """A relu of 16M elements (~7 ms a call) that reports half its time. Before the reference worker refilled the
+    candidate's inputs (``TimingInputs.mirror``), the refill of 64 MB was inside the candidate's clocked request, and
+    a quarter of that request's overhead (the allowance's share term) hid the forged half."""
+    record = judged_alone(tmp_path, "1_relu", "return torch.relu(x)", "4096, 4096", "halver",
                           disarmed_forger("return torch.relu(x)", 2))
     verdict = record["verdict"]
     assert verdict["reason"] == "TIMER_MISMATCH", verdict
