@@ -71,10 +71,6 @@ MIN_PAIRS = 3
 # 0.20 ms on the H100 (12, session 29). 5 ms, or half a sample, let a candidate that disarmed the tamper watch
 # report a hundredth of its time.
 UNREPORTED_MS = 0.5
-# On the CPU the floor is higher: the bundled Triton candidates, run by Triton's interpreter, spent 0.5-1.7 ms more per
-# timed request outside their calls than the reference (CI, session 33; cause not found), once the refill that used to
-# swamp such differences left the clocked request.
-UNREPORTED_MS_CPU = 2.0
 UNREPORTED_SIGMAS = 4.0
 UNREPORTED_SHARE = 0.25
 # Work still running elsewhere after the call returned is always counted; it is worth a warning from here on.
@@ -199,17 +195,17 @@ def measure_pairs(
 
     def timed(worker: WorkerProcess, seed: int, turn: int, calls: int,
               graph: bool = False) -> tuple[dict[str, Any], float]:
-        """One sample and the controller's wall clock around it, in three requests. The worker sets the sample up
-        (its placement, the output poison); then the reference worker refills that worker's inputs (its own, or
-        the candidate's shared ones: ``TimingInputs.mirror``), so the candidate never holds a seed, and what it
-        could read of its next inputs before its clock starts is one round trip away; then the sample, on the
-        controller's clock. The outputs' checks come after, untimed (on a loaded CPU, digests of large outputs
-        varied by tens of ms and swamped the yardstick)."""
+        """One sample and the controller's wall clock around it, in three requests. The reference worker refills
+        the worker's inputs (its own, or the candidate's shared ones: ``TimingInputs.mirror``), so the candidate
+        never holds a seed; then the worker sets the sample up (its placement, the output poison, on the CPU a
+        read of its inputs), which runs no candidate code; then the sample, on the controller's clock. The
+        outputs' checks come after, untimed (on a loaded CPU, digests of large outputs varied by tens of ms and
+        swamped the yardstick)."""
         wall.lap("statistics")  # the controller's own work since the last step
         body = {"turn": turn, "calls": calls, "graph": graph}
-        worker.request("set_up", body, cfg.call_timeout * calls)
         reference.request("fill", {**body, "seed": seed, "side": worker.role, "theirs": shared[1]},
                           cfg.call_timeout * calls)
+        worker.request("set_up", body, cfg.call_timeout * calls)
         wall.lap("refills")
         t0 = time.perf_counter()
         sample = worker.request("time", {**body, "hold": not as_called}, cfg.call_timeout * calls)
@@ -323,7 +319,7 @@ def measure_pairs(
         pair += 1
     _check_clocks(gaps)
     ref_ms, cand_ms, ratios = counted_pairs(raw, calls)
-    unreported, bound = _unreported(overheads, UNREPORTED_MS if clock == "cuda_event" else UNREPORTED_MS_CPU)
+    unreported, bound = _unreported(overheads)
     if unreported > bound:
         raise AuditFailure(Verdict(
             Reason.TIMER_MISMATCH,
@@ -393,9 +389,9 @@ def _check_clocks(gaps: dict[str, list[tuple[float, float]]]) -> None:
                            statistical=True)
 
 
-def _unreported(overheads: dict[str, list[float]], floor: float = UNREPORTED_MS) -> tuple[float, float]:
+def _unreported(overheads: dict[str, list[float]]) -> tuple[float, float]:
     """The median of the candidate's controller-seen overhead less the reference's, per pair (both seen under the
-    same load), and how much of it is allowed: ``floor``, ``UNREPORTED_SIGMAS`` standard errors of that
+    same load), and how much of it is allowed: ``UNREPORTED_MS``, ``UNREPORTED_SIGMAS`` standard errors of that
     median (from the interquartile range of the pairs) or ``UNREPORTED_SHARE`` of the reference's, the most."""
     diffs = [c - r for c, r in zip(overheads["candidate"], overheads["reference"])]
     if len(diffs) < 2:
@@ -403,7 +399,7 @@ def _unreported(overheads: dict[str, list[float]], floor: float = UNREPORTED_MS)
     q1, _, q3 = statistics.quantiles(diffs, n=4)
     error = 1.253 * (q3 - q1) / 1.349 / math.sqrt(len(diffs))  # a normal median's standard error, from the IQR
     share = UNREPORTED_SHARE * statistics.median(overheads["reference"])
-    return statistics.median(diffs), max(floor, UNREPORTED_SIGMAS * error, share)
+    return statistics.median(diffs), max(UNREPORTED_MS, UNREPORTED_SIGMAS * error, share)
 
 
 def _sizing(worker: WorkerProcess, calls: int, most: int, reserve: int) -> dict[str, Any]:

@@ -235,6 +235,15 @@ class Channel:
             return None
         return bulk.write(self.bulk_folder, memoryview(b))
 
+    def wait(self, timeout: float, tick: float) -> None:
+        """Wait until a frame starts to arrive, waking every ``tick`` seconds meanwhile; raise ChannelTimeout after
+        ``timeout``. A process that sleeps through a long wait wakes late when the frame comes (a core left idle
+        that long sleeps deeply, a virtual one may be descheduled), and that delay lands on the clock around it."""
+        deadline = time.monotonic() + timeout
+        while not select.select([self.read_fd], [], [], min(tick, max(0.0, deadline - time.monotonic())))[0]:
+            if time.monotonic() >= deadline:
+                raise ChannelTimeout()
+
     def recv(self, timeout: float | None = None, raw: bool = False) -> tuple[str, Any]:
         """Read one frame; raise ChannelTimeout, ChannelClosed or ProtocolError.
 

@@ -344,3 +344,24 @@ def test_a_malformed_output_digest_is_a_protocol_violation(tmp_path: Path) -> No
     record = judged_alone(tmp_path, "1_relu", "return torch.relu(x)", "64, 64", "malformed", MALFORMED_DIGEST)
     assert record["verdict"]["reason"] == "PROTOCOL_VIOLATION", record["verdict"]
     assert "malformed output digest" in record["verdict"]["message"]
+
+
+# Disarms the tamper watch and names a word for its number of placements: the reference worker refills as many of the
+# candidate's shared input sets as the candidate says it has, so the number is read as untrusted data too.
+MALFORMED_PLACEMENTS = candidate_source(header="""
+import gc
+
+from pytest_cudal1.workers import tamper, timed_loop
+
+for obj in gc.get_objects():
+    if isinstance(obj, tamper.TamperWatch):
+        obj.objs = {}
+
+timed_loop.TimedLoop.place = lambda self, *args, **kwargs: "many"
+""", forward="return torch.relu(x)")
+
+
+def test_a_malformed_number_of_placements_is_a_protocol_violation(tmp_path: Path) -> None:
+    record = judged_alone(tmp_path, "1_relu", "return torch.relu(x)", "64, 64", "placements", MALFORMED_PLACEMENTS)
+    assert record["verdict"]["reason"] == "PROTOCOL_VIOLATION", record["verdict"]
+    assert "named 'many' placements" in record["verdict"]["message"]

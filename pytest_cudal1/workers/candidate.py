@@ -310,7 +310,7 @@ class CandidateWorker:
         return {"flags": self.state_flags(), "placements": placements}
 
     def set_up(self, body: dict[str, Any]) -> None:
-        """Set up the next sample (``TimedLoop.set_up``), before its inputs are refilled."""
+        """Set up the next sample (``TimedLoop.set_up``), its inputs refilled already."""
         assert self.loop is not None
         self.loop.set_up(int(body["turn"]), int(body["calls"]), bool(body.get("graph")))
 
