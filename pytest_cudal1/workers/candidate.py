@@ -373,6 +373,8 @@ class CandidateWorker:
         from torch.profiler import ProfilerActivity, profile
 
         assert self.loop is not None
+        self.timed_outputs, self.last_output = [], None
+        self.loop.release()
         inputs = self.loop.inputs.fixed(1, 1)[0]
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             self._call(inputs)
