@@ -154,13 +154,9 @@ class TimedLoop:
             graph.capture_end()
         return graph, outs
 
-    def _graphed(self, calls: int, graph_wanted: bool) -> bool:
-        """Is a sample of ``calls`` calls a replay of the captures (when one is wanted)?"""
-        return graph_wanted and bool(self.graphs) and calls == self.graph_calls
-
     def block(self, turn: int, calls: int, graph_wanted: bool) -> int:
         """Which capture or placement the sample of ``turn`` runs: its input sets start at ``block * calls``."""
-        if self._graphed(calls, graph_wanted):
+        if graph_wanted and self.graphs and calls == self.graph_calls:
             return turn % len(self.graphs)
         if calls != self.pool_calls:
             raise RuntimeError(f"no eager placements for {calls} calls a sample (the controller asks for them first)")
@@ -170,7 +166,7 @@ class TimedLoop:
         """Pick the sets of the sample of ``turn``, refilled already (outside the timed region); return what the
         region runs and whether it is a graph replay (only if asked for: the controller times both sides alike)."""
         k = self.block(turn, calls, graph_wanted)
-        if self._graphed(calls, graph_wanted):
+        if graph_wanted and self.graphs and calls == self.graph_calls:
             graph, outs = self.graphs[k]
             self.inputs.select(calls, first=k * calls)
             return (lambda: (_graph_replay(graph), outs)[1]), True

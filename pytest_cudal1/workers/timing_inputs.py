@@ -30,15 +30,15 @@ class TimingInputs:
     checks the candidate's, and ``values`` draws a call's inputs again from its seed.
     """
 
-    def __init__(self, base: list[Any], device: str) -> None:
+    def __init__(self, base: list[Any], device: str, shared: bool = False) -> None:
         self.base = base
         self.device = device
         self.sets: list[list[Any]] = []  # per set: a guards.Slot per tensor input, other inputs as they are
         self.in_use: list[guards.Slot] = []  # the slots the last ``select`` handed out
         # The sets' memory (``arena.Arena``), one per batch of sets, and the sets in it; ``shared``: another
-        # process maps them (``twin``).
+        # process maps them.
         self.arenas: list[tuple[arena.Arena, int]] = []
-        self.shared = False
+        self.shared = shared
         self.adopted = False  # the sets are another process's, which refills them (``adopt``)
         # A sorted integer input is structure (offsets, say): shuffling it would break the task's preconditions.
         self.sorted = [isinstance(x, torch.Tensor) and not x.is_floating_point() and _is_sorted(x) for x in base]
