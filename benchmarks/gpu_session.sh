@@ -7,8 +7,7 @@
 # tasks in .device/kb_rewrites.jsonl, judged with both speed measures), timing (benchmarks/timing_quality.py), probe
 # (benchmarks/precision_probe.py), calloverhead (benchmarks/call_overhead.py: the eager path's per-call overhead
 # beside a bare eager call, CUDA events too), checkcosts (benchmarks/check_costs.py: a timed sample's checks per
-# call), forged (benchmarks/forged_timer.py: relu tasks judged against themselves and against timers forged past a
-# disarmed tamper watch; FORGED_ARGS its options). Settings: KB_SELECT, a pytest -k expression, picks KernelBench items;
+# call). Settings: KB_SELECT, a pytest -k expression, picks KernelBench items;
 # KB_BUDGET, the references' timing budget in seconds (1.5); KB_ARGS, more options for both (e.g.
 # --cudal1-timing-processes=3); SUITE_K the red-team tests; TQ_ONLY the
 # timing sections; TQ_ARGS more timing_quality.py options (e.g. --graphs-only --kernels matmul_eager);
@@ -88,8 +87,6 @@ for phase in "$@"; do
             python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-not torch_fast}" \
                 --cudal1-candidates=benchmarks/candidates/kernelbench_l1 --cudal1-trials=3 --cudal1-time-budget=1.5 \
                 ${KB_ARGS:-} --cudal1-ledger="$stage/kernelbench-ledger.jsonl" >>"$stage/kernelbench.log" 2>&1 ;;
-        forged)
-            python3 benchmarks/forged_timer.py --out "$stage/forged" ${FORGED_ARGS:-} >"$stage/forged.log" 2>&1 ;;
         kbrefs)
             python3 -m pytest "${common[@]}" --cudal1-tasks=.device/kb_l1.jsonl -k "${KB_SELECT:-L1}" \
                 --cudal1-trials=3 --cudal1-time-budget="${KB_BUDGET:-1.5}" ${KB_ARGS:-} \

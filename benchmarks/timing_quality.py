@@ -332,7 +332,7 @@ def overhead(workdir: Path) -> dict[str, Any]:
     pair.cand.request("place", {"calls": 1, "most": 1}, 60)  # one placement: the controller's set-up, in short
     for i in range(30):
         t0 = time.perf_counter()
-        pair.cand.request("time", {"turn": i, "calls": 1}, 60)
+        pair.cand.request("time", {"seed": i, "calls": 1}, 60)
         walls.append((time.perf_counter() - t0) * 1e3)
     t = pair.measure(5, TimingConfig(budget_s=3.0, short_ms=0.0))
     pair.close()

@@ -71,10 +71,6 @@ MIN_PAIRS = 3
 # 0.20 ms on the H100 (12, session 29). 5 ms, or half a sample, let a candidate that disarmed the tamper watch
 # report a hundredth of its time.
 UNREPORTED_MS = 0.5
-# On the CPU the floor is higher: the bundled Triton candidates, run by Triton's interpreter, spent 0.5-1.7 ms more per
-# timed request outside their calls than the reference (CI, session 33; cause not found), once the refill that used to
-# swamp such differences left the clocked request.
-UNREPORTED_MS_CPU = 2.0
 UNREPORTED_SIGMAS = 4.0
 UNREPORTED_SHARE = 0.25
 # Work still running elsewhere after the call returned is always counted; it is worth a warning from here on.
@@ -197,22 +193,13 @@ def measure_pairs(
     """
     as_called = cfg.measure == "call"
 
-    def timed(worker: WorkerProcess, seed: int, turn: int, calls: int,
-              graph: bool = False) -> tuple[dict[str, Any], float]:
-        """One sample and the controller's wall clock around it, in three requests. The worker sets the sample up
-        (its placement, the output poison); then the reference worker refills that worker's inputs (its own, or
-        the candidate's shared ones: ``TimingInputs.mirror``), so the candidate never holds a seed, and what it
-        could read of its next inputs before its clock starts is one round trip away; then the sample, on the
-        controller's clock. The outputs' checks come after, untimed (on a loaded CPU, digests of large outputs
-        varied by tens of ms and swamped the yardstick)."""
+    def timed(worker: WorkerProcess, seed: int, calls: int, graph: bool = False) -> tuple[dict[str, Any], float]:
+        """One sample and the controller's wall clock around it; the outputs' checks come after, untimed
+        (on a loaded CPU, digests of large outputs varied by tens of ms and swamped the yardstick)."""
         wall.lap("statistics")  # the controller's own work since the last step
-        body = {"turn": turn, "calls": calls, "graph": graph}
-        worker.request("set_up", body, cfg.call_timeout * calls)
-        reference.request("fill", {**body, "seed": seed, "side": worker.role, "theirs": shared[1]},
-                          cfg.call_timeout * calls)
-        wall.lap("refills")
         t0 = time.perf_counter()
-        sample = worker.request("time", {**body, "hold": not as_called}, cfg.call_timeout * calls)
+        sample = worker.request("time", {"seed": seed, "calls": calls, "graph": graph, "hold": not as_called},
+                                cfg.call_timeout * calls)
         wall_ms = (time.perf_counter() - t0) * 1e3
         wall.lap("samples")
         sample.update(worker.request("digests", None, cfg.call_timeout * calls))
@@ -220,9 +207,8 @@ def measure_pairs(
         return sample, wall_ms
 
     def place(calls: int) -> int:  # one untimed pass per placement
-        shared[:] = _place(reference, candidate, calls, cfg.placements,
-                           cfg.call_timeout * calls * cfg.placements + 60, cfg.reserve_bytes)
-        return shared[0]
+        return _place(reference, candidate, calls, cfg.placements, cfg.call_timeout * calls * cfg.placements + 60,
+                      cfg.reserve_bytes)
 
     wall = WallClock()
     checks = CallChecks(seen_digests if seen_digests is not None else {}, reference, candidate, rng,
@@ -230,13 +216,12 @@ def measure_pairs(
     # ``rng`` draws what the candidate must not predict (``seeds.KeyedRandom``); the bootstrap only needs speed.
     boot = random.Random(rng.getrandbits(64))
     warm_ref = []
-    shared = [0, 0]  # the reference's placements or captures, and the candidate's
     placements = place(1)
-    for turn in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
+    for _ in range(cfg.warmup):  # warm-up calls are checked like timed ones, only not timed
         seed = rng.getrandbits(31)
-        ref_sample = timed(reference, seed, turn, 1)[0]
+        ref_sample = timed(reference, seed, 1)[0]
         warm_ref.append(device_ms(ref_sample))
-        bad = checks(-1, timed(candidate, seed, turn, 1)[0], ref_sample, seed)
+        bad = checks(-1, timed(candidate, seed, 1)[0], ref_sample, seed)
         if bad is not None:
             raise AuditFailure(bad, -1)
     ref_warm = statistics.median(warm_ref)
@@ -244,13 +229,12 @@ def measure_pairs(
         min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
     graph, eager_because, on_trial = False, "", 0
     if calls > 1 and cfg.graphs and ref_sample.get("event_ms") is not None:
-        eager_because, shared[:] = _capture(reference, candidate, calls, cfg.placements,
-                                            cfg.call_timeout * calls + 60, cfg.reserve_bytes)
-        placements = shared[0]
+        eager_because, placements = _capture(reference, candidate, calls, cfg.placements,
+                                             cfg.call_timeout * calls + 60, cfg.reserve_bytes)
         graph = not eager_because
         # Each capture's first timed replay is its check as well: one that lost work (a value check fails) means
         # eager calls from the start, those pairs discarded; past them, a failure is the candidate's verdict.
-        on_trial = shared[1]
+        on_trial = placements
     if not graph and calls > 1:
         placements = place(calls)
     wall.setup_done()
@@ -271,7 +255,7 @@ def measure_pairs(
         order = [reference, candidate]
         rng.shuffle(order)
         for worker in order:
-            sample, wall_ms = timed(worker, seed, pair, calls, graph)
+            sample, wall_ms = timed(worker, seed, calls, graph)
             ms, clock = sample_ms(sample)
             escaped = float(sample.get("escaped_ms") or 0.0)
             if float(sample["host_ms"]) * calls > wall_ms * 1.05 + 0.05:
@@ -323,7 +307,7 @@ def measure_pairs(
         pair += 1
     _check_clocks(gaps)
     ref_ms, cand_ms, ratios = counted_pairs(raw, calls)
-    unreported, bound = _unreported(overheads, UNREPORTED_MS if clock == "cuda_event" else UNREPORTED_MS_CPU)
+    unreported, bound = _unreported(overheads)
     if unreported > bound:
         raise AuditFailure(Verdict(
             Reason.TIMER_MISMATCH,
@@ -393,9 +377,9 @@ def _check_clocks(gaps: dict[str, list[tuple[float, float]]]) -> None:
                            statistical=True)
 
 
-def _unreported(overheads: dict[str, list[float]], floor: float = UNREPORTED_MS) -> tuple[float, float]:
+def _unreported(overheads: dict[str, list[float]]) -> tuple[float, float]:
     """The median of the candidate's controller-seen overhead less the reference's, per pair (both seen under the
-    same load), and how much of it is allowed: ``floor``, ``UNREPORTED_SIGMAS`` standard errors of that
+    same load), and how much of it is allowed: ``UNREPORTED_MS``, ``UNREPORTED_SIGMAS`` standard errors of that
     median (from the interquartile range of the pairs) or ``UNREPORTED_SHARE`` of the reference's, the most."""
     diffs = [c - r for c, r in zip(overheads["candidate"], overheads["reference"])]
     if len(diffs) < 2:
@@ -403,7 +387,7 @@ def _unreported(overheads: dict[str, list[float]], floor: float = UNREPORTED_MS)
     q1, _, q3 = statistics.quantiles(diffs, n=4)
     error = 1.253 * (q3 - q1) / 1.349 / math.sqrt(len(diffs))  # a normal median's standard error, from the IQR
     share = UNREPORTED_SHARE * statistics.median(overheads["reference"])
-    return statistics.median(diffs), max(floor, UNREPORTED_SIGMAS * error, share)
+    return statistics.median(diffs), max(UNREPORTED_MS, UNREPORTED_SIGMAS * error, share)
 
 
 def _sizing(worker: WorkerProcess, calls: int, most: int, reserve: int) -> dict[str, Any]:
@@ -413,31 +397,22 @@ def _sizing(worker: WorkerProcess, calls: int, most: int, reserve: int) -> dict[
 
 
 def _place(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int, timeout: float,
-           reserve: int = 0) -> tuple[int, int]:
-    """Have both workers set up their eager placements (``timed_loop.TimedLoop.place``); how many each has.
-    The reference places first and shares the candidate's input sets with it (``TimingInputs.mirror``)."""
-    reply = reference.request("place", _sizing(reference, calls, most, reserve), timeout)
-    theirs = candidate.request("place", {**_sizing(candidate, calls, most, reserve), "shared": reply["shared"]},
-                               timeout)
-    for f in theirs.get("flags", []):
-        raise AuditFailure(Verdict(Reason(f["code"]), f"while setting up timing: {f['detail']}"), -1)
-    return int(reply["placements"]), _their_count(theirs)
-
-
-def _their_count(reply: Any) -> int:
-    """How many placements or captures the candidate's worker says it has: which of its shared input sets the
-    reference refills (a wrong number leaves its calls stale inputs, which the output checks catch)."""
-    count = reply.get("placements") if isinstance(reply, dict) else None
-    if type(count) is not int:
-        raise AuditFailure(Verdict(Reason.PROTOCOL_VIOLATION, f"setting up timing, the candidate's worker named "
-                                   f"{str(count)[:40]!r} placements"), -1)
-    return count
+           reserve: int = 0) -> int:
+    """Have both workers set up their eager placements (``timed_loop.TimedLoop.place``); the reference's number."""
+    placements = 0
+    for worker in (reference, candidate):
+        reply = worker.request("place", _sizing(worker, calls, most, reserve), timeout)
+        for f in reply.get("flags", []):
+            raise AuditFailure(Verdict(Reason(f["code"]), f"while setting up timing: {f['detail']}"), -1)
+        if worker is reference:
+            placements = int(reply["placements"])
+    return placements
 
 
 def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, most: int,
-             timeout: float, reserve: int = 0) -> tuple[str, tuple[int, int]]:
-    """Have both workers capture their timed loop as CUDA graphs: ('', how many captures each has) if both did,
-    else (why not, (0, 0)).
+             timeout: float, reserve: int = 0) -> tuple[str, int]:
+    """Have both workers capture their timed loop as CUDA graphs: ('', the reference's number of
+    captures) if both did, else (why not, 0).
 
     A side that cannot be captured (a host sync, a CPU fallback) is timed eagerly, and so is the
     other, so both are measured the same way. So is a candidate whose replayed graph gives wrong
@@ -445,18 +420,17 @@ def _capture(reference: WorkerProcess, candidate: WorkerProcess, calls: int, mos
     checked as always, are what it is judged on. A candidate that dies or hangs while captured
     fails as it would in any call; flags its capture raised (tampering, changed settings) fail it too.
     """
-    body: dict[str, Any] = {}
-    counts = []
+    placements = 0
     for worker in (reference, candidate):
         try:
-            reply = worker.request("capture", {**_sizing(worker, calls, most, reserve), **body}, timeout)
+            reply = worker.request("capture", _sizing(worker, calls, most, reserve), timeout)
         except WorkerFailure as exc:
             if worker.proc.poll() is not None:
                 raise
-            return f"{worker.role} could not be captured: {exc.message[:200]}", (0, 0)
+            return f"{worker.role} could not be captured: {exc.message[:200]}", 0
         reply = reply if isinstance(reply, dict) else {}
         for f in reply.get("flags", []):
             raise AuditFailure(Verdict(Reason(f["code"]), f"while capturing a CUDA graph: {f['detail']}"), -1)
-        body = {"shared": reply.get("shared", [])}
-        counts.append(int(reply["placements"]) if worker is reference else _their_count(reply))
-    return "", (counts[0], counts[1])
+        if worker is reference:  # trusted; a candidate capture beyond it is still checked in every timed call
+            placements = int(reply["placements"])
+    return "", placements

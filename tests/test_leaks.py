@@ -45,7 +45,7 @@ def test_an_eager_timed_sample_hands_out_poisoned_blocks_as_a_trial_does(device:
     loop = TimedLoop(lambda args: torch.empty_like(args[0]), TimingInputs([x], device), poison=[x.numel() * 4])
     loop.place(1, 2)
     for seed in range(3):
-        run, _ = loop.prepare(turn=seed, calls=1, graph_wanted=False)
+        run, _ = loop.prepare(seed=seed, calls=1, graph_wanted=False)
         out = run()[0]
         assert guards.poisoned_words(out) == out.numel()
 
@@ -79,7 +79,7 @@ def test_a_timed_write_past_an_input_is_seen_in_its_guard_bytes() -> None:
     loop = TimedLoop(call, TimingInputs([torch.randn(64)], "cpu"))
     loop.place(2, 2)
     assert guards.overrun(loop.inputs.in_use) is None
-    run, _ = loop.prepare(turn=1, calls=2, graph_wanted=False)
+    run, _ = loop.prepare(seed=1, calls=2, graph_wanted=False)
     run()
     assert guards.overrun(loop.inputs.in_use) == "guard bytes around input tensor #0 were overwritten"
 

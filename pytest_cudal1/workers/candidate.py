@@ -298,27 +298,20 @@ class CandidateWorker:
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         """Capture the timed loop as CUDA graphs; their outputs are checked like any timed call's."""
         assert self.loop is not None
-        self.loop.inputs.adopt(body.get("shared", []))
         placements = self.loop.capture(*timed_loop.sizing(body))
         return {"flags": self.state_flags(), "placements": placements}
 
     def place(self, body: dict[str, Any]) -> dict[str, Any]:
         """Set up the eager placements (untimed passes); flags raised meanwhile fail the candidate."""
         assert self.loop is not None
-        self.loop.inputs.adopt(body.get("shared", []))
         placements = self.loop.place(*timed_loop.sizing(body))
         return {"flags": self.state_flags(), "placements": placements}
-
-    def set_up(self, body: dict[str, Any]) -> None:
-        """Set up the next sample (``TimedLoop.set_up``), before its inputs are refilled."""
-        assert self.loop is not None
-        self.loop.set_up(int(body["turn"]), int(body["calls"]), bool(body.get("graph")))
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         """One timed sample; its outputs are checked by ``digests``, a request of its own, so the harness's
         checks stay out of the controller's wall clock around this one (``timing`` compares the two)."""
         assert self.loop is not None and self.flush is not None
-        sample, self.timed_outputs = timed_loop.timed_sample(self.loop, int(body["turn"]), int(body["calls"]),
+        sample, self.timed_outputs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]),
                                                              self.device, self.flush, self.idle_sync,
                                                              before=process_state.reset_persisting_l2,
                                                              graph=bool(body.get("graph")),
@@ -398,7 +391,6 @@ def main() -> None:
         "prepare_timing": worker.prepare_timing,
         "capture": worker.capture,
         "place": worker.place,
-        "set_up": worker.set_up,
         "time": worker.time,
         "digests": worker.digests,
         "output": worker.output,

@@ -61,8 +61,7 @@ REQUEST_PHASES = {
     "ready": "starting up (no candidate code yet)", "load": "importing the candidate",
     "build": "constructing ModelNew", "warm_up": "the warm-up call",
     "run": "a correctness call", "place": "setting up the eager timing placements, one untimed pass each",
-    "capture": "capturing the calls as CUDA graphs", "set_up": "setting up a timed sample (no candidate code)",
-    "time": "a timed sample", "profile": "the profiled call",
+    "capture": "capturing the calls as CUDA graphs", "time": "a timed sample", "profile": "the profiled call",
 }
 
 

@@ -40,9 +40,6 @@ class ReferenceWorker:
         self.model: torch.nn.Module | None = None
         self.model64: torch.nn.Module | None = None
         self.loop: timed_loop.TimedLoop | None = None
-        self.theirs: TimingInputs | None = None  # the candidate's timed inputs, which this worker refills
-        self.retired: list[TimingInputs] = []  # an earlier candidate's, let go when its worker has exited (``trial``)
-        self.filled = (0, -1)  # the (seed, turn) of the last refill of this worker's own inputs (``fill``)
         self.last_output: Any = None
         self.last_call = (0, 0)  # (seed, index) of ``last_output``'s call in its timed sample
         self.call_roundings: dict[tuple[int, int], dict[str, float] | None] = {}  # the last sample's, by (seed, call)
@@ -156,7 +153,6 @@ class ReferenceWorker:
         """
         recipe = Recipe(**body["recipe"])
         reuse = bool(body.get("reuse"))
-        self._let_go_retired()
         self._drop_trial()  # the last trial's tensors, before this one's: the reference's peak is one trial
         kept = self.cache.get(recipe) if reuse else None
         done = self._computed(recipe) if kept is None else _moved_trial(kept, self.device)
@@ -305,14 +301,6 @@ class ReferenceWorker:
             except Exception:  # noqa: BLE001 - an op without a meta kernel
                 return input_bytes, input_bytes
 
-    def _let_go_retired(self) -> None:
-        """The earlier candidates' timed inputs: their workers were reaped before this candidate's trials."""
-        for theirs in self.retired:
-            theirs.release()
-        if self.retired and self.device.startswith("cuda"):
-            torch.cuda.ipc_collect()
-        self.retired = []
-
     def _drop_trial(self) -> None:
         """Free the last trial's tensors (its inputs and both reference outputs)."""
         self.trial_inputs, self.expected, self.native = [], None, None
@@ -320,11 +308,8 @@ class ReferenceWorker:
             torch.cuda.empty_cache()
 
     def memory(self, _body: Any) -> dict[str, int]:
-        """What this worker holds now, and its timing buffers (for an OUT_OF_MEMORY message): the candidate's
-        timed inputs are among them, made here."""
-        held = memory.memory_held(self.loop, self.device)
-        held["timing_bytes"] += self.theirs.owned_bytes() if self.theirs is not None else 0
-        return held
+        """What this worker holds now, and its timing buffers (for an OUT_OF_MEMORY message)."""
+        return memory.memory_held(self.loop, self.device)
 
     def inputs(self, _body: Any) -> list[Any]:
         """The last trial's inputs, for the controller to relay to the candidate."""
@@ -410,17 +395,14 @@ class ReferenceWorker:
         self._drop_trial()
         torch.manual_seed(int(body["seed"]))
         base = draw_inputs(self.module.get_inputs, None, self.device)
-        inputs = TimingInputs(base, self.device)
-        self.loop = timed_loop.TimedLoop(self._timed_call, inputs, self.poison_sizes, checked=False)
-        self.theirs = inputs.twin()
+        self.loop = timed_loop.TimedLoop(self._timed_call, TimingInputs(base, self.device), self.poison_sizes,
+                                         checked=False)
         return {"input_nbytes": sum(t.numel() * t.element_size() for t in guards.tensors(base))}
 
     def release_timing(self, _body: Any) -> None:
         """Drop the timing buffers (placements, graph captures) and hand cached device memory back:
         the worker is kept for the task's next candidate, whose trials should not compete with them."""
-        if self.theirs is not None:  # its candidate's worker still maps them
-            self.retired.append(self.theirs)
-        self.loop, self.theirs, self.last_output, self.timed_outputs = None, None, None, []
+        self.loop, self.last_output, self.timed_outputs = None, None, []
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
 
@@ -436,52 +418,22 @@ class ReferenceWorker:
 
     def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        return self._shared(self.loop.capture(*timed_loop.sizing(body)), int(body["calls"]))
+        return {"placements": self.loop.capture(*timed_loop.sizing(body))}
 
     def place(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None
-        return self._shared(self.loop.place(*timed_loop.sizing(body)), int(body["calls"]))
-
-    def _shared(self, placements: int, calls: int) -> dict[str, Any]:
-        """Input sets for as many of the candidate's placements, holding what this worker's own hold (the values its
-        untimed passes read), and the handles of those the candidate has not mapped yet."""
-        assert self.loop is not None and self.theirs is not None
-        handles = self.theirs.mirror(self.loop.inputs, placements * calls, 0, 0)
-        runtime.sync(self.device)
-        self.filled = (0, -1)  # the passes refilled this worker's sets
-        return {"placements": placements, "shared": handles}
-
-    def fill(self, body: dict[str, Any]) -> None:
-        """Refill the inputs of the ``side`` worker's next sample (of ``turn``): this worker's own, or a copy of them
-        in the candidate's shared sets (its capture or placement ``turn`` modulo its own number, ``theirs``).
-        Each side's right before its sample, so the candidate cannot read its inputs early; the two sides of a
-        pair get the same values, drawn once. Finished before the reply: the sample's request finds them written."""
-        assert self.loop is not None and self.theirs is not None
-        seed, turn, calls = int(body["seed"]), int(body["turn"]), int(body["calls"])
-        first = self.loop.block(turn, calls, bool(body.get("graph"))) * calls
-        if self.filled != (seed, turn):
-            self.loop.inputs.fixed(seed, calls, first=first)
-            self.filled = (seed, turn)
-        if body["side"] == "candidate":
-            blocks = max(1, min(int(body["theirs"]), len(self.theirs.sets) // calls))
-            self.theirs.mirror(self.loop.inputs, calls, first, (turn % blocks) * calls)
-        runtime.sync(self.device)
-
-    def set_up(self, body: dict[str, Any]) -> None:
-        """Set up the next sample (``TimedLoop.set_up``), before its inputs are refilled."""
-        assert self.loop is not None
-        self.loop.set_up(int(body["turn"]), int(body["calls"]), bool(body.get("graph")))
+        return {"placements": self.loop.place(*timed_loop.sizing(body))}
 
     def time(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self.loop is not None and self.flush is not None
         # The last sample's outputs were checked before this one was asked for: only ``loop.held`` keeps them now,
         # and lets them go when the device is short (``TimedLoop.checked``).
         self.last_output, self.timed_outputs, self.call_roundings = None, [], {}
-        sample, outs = timed_loop.timed_sample(self.loop, int(body["turn"]), int(body["calls"]), self.device, self.flush,
+        sample, outs = timed_loop.timed_sample(self.loop, int(body["seed"]), int(body["calls"]), self.device, self.flush,
                                                self.idle_sync, before=process_state.reset_persisting_l2,
                                                graph=bool(body.get("graph")), hold=bool(body.get("hold", True)))
         self.timed_outputs, self.timed_graph = outs, bool(sample["graph"])
-        self.last_output, self.last_call = outs[-1], (self.filled[0], int(body["calls"]) - 1)
+        self.last_output, self.last_call = outs[-1], (int(body["seed"]), int(body["calls"]) - 1)
         return sample
 
     def digests(self, _body: Any) -> dict[str, Any]:
@@ -619,9 +571,7 @@ def main() -> None:
         "prepare_timing": worker.prepare_timing,
         "timing_base": worker.timing_base,
         "capture": worker.capture,
-        "fill": worker.fill,
         "place": worker.place,
-        "set_up": worker.set_up,
         "time": worker.time,
         "digests": worker.digests,
         "release_timing": worker.release_timing,

@@ -66,8 +66,7 @@ class TimedLoop:
     new values before every replay, so its outputs are still checked per call; samples
     rotate among several captures with buffers of their own. Eager samples
     rotate among placements too (``place``): input sets and a memory pool of their own,
-    so outputs and temporaries move with them. The refill is a request of its own to the
-    reference worker (``TimingInputs.mirror``): a sample only picks its sets (``prepare``).
+    so outputs and temporaries move with them.
     Candidate code runs only while a graph is captured; whatever it did not put into
     the graph (host work, unjoined streams, a cache lookup) is missing from the replay.
     The controller checks each capture's first timed replay and falls back to eager
@@ -88,7 +87,7 @@ class TimedLoop:
         self.graph_calls = 0
         self.pools: list[Any] = []  # eager placements' memory pools (None on the CPU)
         self.pool_calls = 0
-        self.readied: tuple[Callable[[], list[Any]], bool] | None = None  # the next sample (``set_up``)
+        self.turn = 0
         self.held_bytes = 0  # device memory the last ``place``/``capture`` took beyond the input sets
         self.pass_bytes = 0  # the outputs of one eager placement's pass (``place``)
         if inputs.device.startswith("cuda"):  # both workers, before either sizes its placements
@@ -118,13 +117,12 @@ class TimedLoop:
         finally:
             torch.cuda.set_sync_debug_mode("default")
         _cuda_synchronize()
-        self.graphs = []
-        most = self._most(most, calls)
+        self.graphs, self.turn = [], 0
         memory.hand_back_cached()
         try:
             reserved = _memory_reserved()
             self.graphs.append(self._capture_one(sets, side))
-            per_placement = _memory_reserved() - reserved + calls * self._set_bytes()
+            per_placement = _memory_reserved() - reserved + calls * self.inputs.set_bytes()
             wanted = memory.placements_fitting(per_placement, self.inputs.device, most, reserve, copies)
             for k in range(1, wanted):
                 self.graphs.append(self._capture_one(self.inputs.fixed(0, calls, first=k * calls), side))
@@ -154,26 +152,23 @@ class TimedLoop:
             graph.capture_end()
         return graph, outs
 
-    def block(self, turn: int, calls: int, graph_wanted: bool) -> int:
-        """Which capture or placement the sample of ``turn`` runs: its input sets start at ``block * calls``."""
+    def prepare(self, seed: int, calls: int, graph_wanted: bool) -> tuple[Callable[[], list[Any]], bool]:
+        """Refill the inputs for one sample (outside the timed region); return what the region runs
+        and whether it is a graph replay (only if asked for: the controller times both sides alike)."""
         if graph_wanted and self.graphs and calls == self.graph_calls:
-            return turn % len(self.graphs)
+            k = self.turn % len(self.graphs)
+            self.turn += 1
+            graph, outs = self.graphs[k]
+            self.inputs.fixed(seed, calls, first=k * calls)
+            return (lambda: (_graph_replay(graph), outs)[1]), True
         if calls != self.pool_calls:
             raise RuntimeError(f"no eager placements for {calls} calls a sample (the controller asks for them first)")
-        return turn % len(self.pools)
-
-    def prepare(self, turn: int, calls: int, graph_wanted: bool) -> tuple[Callable[[], list[Any]], bool]:
-        """Pick the sets of the sample of ``turn``, refilled already (outside the timed region); return what the
-        region runs and whether it is a graph replay (only if asked for: the controller times both sides alike)."""
-        k = self.block(turn, calls, graph_wanted)
-        if graph_wanted and self.graphs and calls == self.graph_calls:
-            graph, outs = self.graphs[k]
-            self.inputs.select(calls, first=k * calls)
-            return (lambda: (_graph_replay(graph), outs)[1]), True
+        k = self.turn % len(self.pools)
+        self.turn += 1
         pool = self.pools[k]
         if pool is not None:
             memory.hand_back_stranded()
-        batches = self.inputs.select(calls, first=k * calls)
+        batches = self.inputs.fixed(seed, calls, first=k * calls)
         self._let_go(calls)
         with self._in(pool):
             guards.poison(self.poison, self.inputs.device)
@@ -183,12 +178,6 @@ class TimedLoop:
             with self._in(pool):
                 return [self.call(args) for args in batches]
         return run, False
-
-    def set_up(self, turn: int, calls: int, graph_wanted: bool) -> None:
-        """Set up the sample of ``turn`` (``prepare``) in a request of its own, before the reference worker
-        refills its inputs: the clocked request that follows holds the calls and the L2 flush, not the
-        output poison of a 16 MB output (~10 ms on the CPU) nor anything else of the harness's."""
-        self.readied = self.prepare(turn, calls, graph_wanted)
 
     def inspect(self, outs: list[Any], graphed: bool, aliasing_allowed: bool) -> list[tuple[str, str]]:
         """Structural checks of a sample's outputs, as trials make them: (code, detail) per problem.
@@ -240,8 +229,7 @@ class TimedLoop:
         """
         # Earlier captures go first: their buffers are not timed any more (the ``call`` measure places after them).
         self.graphs, self.pools, self.pool_calls, self.held_bytes, self.pass_bytes = [], [], calls, 0, 0
-        most = self._most(most, calls)
-        per_set = calls * self._set_bytes()
+        per_set = calls * self.inputs.set_bytes()
         if not self.inputs.device.startswith("cuda") or _MemPool is None or _use_mem_pool is None:
             self.pools = [None] * memory.placements_fitting(per_set, self.inputs.device, most, reserve, copies)
             return len(self.pools)
@@ -264,15 +252,7 @@ class TimedLoop:
         """What the timing buffers hold: the input sets, the last placements' or captures' memory and the
         held outputs (``inspect``) that did not fit in it (each placement's pass left room for one pass's)."""
         beyond = memory.storage_bytes(list(self.held)) - len(self.pools) * self.pass_bytes
-        return self.inputs.owned_bytes() + self.held_bytes + max(0, beyond)
-
-    def _set_bytes(self) -> int:
-        """What one more input set takes here: nothing for the candidate, whose sets the reference made."""
-        return 0 if self.inputs.adopted else self.inputs.set_bytes()
-
-    def _most(self, most: int, calls: int) -> int:
-        """At most as many placements as there are input sets for (the candidate: as many as it was shared)."""
-        return min(most, len(self.inputs.sets) // calls) if self.inputs.adopted else most
+        return len(self.inputs.sets) * self.inputs.set_bytes() + self.held_bytes + max(0, beyond)
 
     def _warmed_pool(self, calls: int, k: int) -> tuple[Any, int]:
         """A placement's memory pool after one pass, and the bytes of that pass's outputs."""
@@ -332,12 +312,10 @@ def idle_sync_ms(device: str, n: int = 21) -> float:
 HONEST_TAIL_MS = 0.05
 
 
-def timed_sample(loop: TimedLoop, turn: int, calls: int, device: str, flush: Flusher, idle_sync: float = 0.0,
+def timed_sample(loop: TimedLoop, seed: int, calls: int, device: str, flush: Flusher, idle_sync: float = 0.0,
                  before: Callable[[], None] = lambda: None, graph: bool = False,
                  hold: bool = True) -> tuple[dict[str, Any], list[Any]]:
-    """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``), as the
-    worker's ``set_up`` request made it ready (else ``turn`` picks the capture or placement here); the reference
-    worker refilled its inputs in between.
+    """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``).
 
     On CUDA: a spin kernel (the hold), start event, the calls, end event on the current
     stream. The hold keeps the GPU busy while the host queues the first launch, so host
@@ -359,12 +337,9 @@ def timed_sample(loop: TimedLoop, turn: int, calls: int, device: str, flush: Flu
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
-    run, graphed = loop.readied or loop.prepare(turn, calls, graph)
-    loop.readied = None
+    run, graphed = loop.prepare(seed, calls, graph)
     before()
     flush()
-    if not device.startswith("cuda"):
-        loop.inputs.warm()
     runtime.sync(device)
     escaped = 0.0
     if device.startswith("cuda"):

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import random
 from typing import Any
 
 import torch
 
-from pytest_cudal1.workers import arena, guards
+from pytest_cudal1.workers import guards
 
 
 class TimingInputs:
@@ -24,109 +23,40 @@ class TimingInputs:
     positive definite, rows that sum to one still do, zeros stay zeros), and each integer or
     boolean input gets the base's own elements at shuffled positions (``_shuffle_into``). Every input
     lives in a ``guards.Slot``, as trial inputs do, so a timed call's inputs look like a
-    checked call's and their guard bytes are checked after every sample. The reference
-    worker refills its own sets and copies them into the candidate's (``twin``, ``mirror``:
-    memory the candidate's worker maps, ``adopt``), so the reference's output for a call
-    checks the candidate's, and ``values`` draws a call's inputs again from its seed.
+    checked call's and their guard bytes are checked after every sample. Both workers
+    derive the same values from the same seed, so the reference's output for a call
+    checks the candidate's.
     """
 
-    def __init__(self, base: list[Any], device: str, shared: bool = False) -> None:
+    def __init__(self, base: list[Any], device: str) -> None:
         self.base = base
         self.device = device
         self.sets: list[list[Any]] = []  # per set: a guards.Slot per tensor input, other inputs as they are
-        self.in_use: list[guards.Slot] = []  # the slots the last ``select`` handed out
-        # The sets' memory (``arena.Arena``), one per batch of sets, and the sets in it; ``shared``: another
-        # process maps them.
-        self.arenas: list[tuple[arena.Arena, int]] = []
-        self.shared = shared
-        self.adopted = False  # the sets are another process's, which refills them (``adopt``)
+        self.in_use: list[guards.Slot] = []  # the slots the last refill handed out
         # A sorted integer input is structure (offsets, say): shuffling it would break the task's preconditions.
         self.sorted = [isinstance(x, torch.Tensor) and not x.is_floating_point() and _is_sorted(x) for x in base]
         self.structure = [_structure(x) for x in base]
 
-    def twin(self) -> TimingInputs:
-        """Sets for another process of the same inputs, in memory it can map (``mirror``, ``adopt``)."""
-        twin = copy.copy(self)
-        twin.sets, twin.in_use, twin.arenas, twin.shared, twin.adopted = [], [], [], True, False
-        return twin
-
     def fixed(self, seed: int, calls: int, first: int = 0) -> list[list[Any]]:
-        """Sets ``first`` to ``first + calls - 1``, refilled in place (a placement's sets; a graph reads them).
-        Adopted sets are not refilled here: the process that owns them does (``mirror``)."""
-        self._allocate(first + calls)
-        if not self.adopted:
-            self._refill(self.sets[first:first + calls], seed)
-        return self.select(calls, first)
-
-    def select(self, calls: int, first: int = 0) -> list[list[Any]]:
-        """Sets ``first`` to ``first + calls - 1`` as they are: fresh views for the calls."""
+        """Sets ``first`` to ``first + calls - 1``, refilled in place (a placement's sets; a graph reads them)."""
         self._allocate(first + calls)
         chosen = self.sets[first:first + calls]
+        self._refill(chosen, seed)
         self.in_use = [x for inputs in chosen for x in inputs if isinstance(x, guards.Slot)]
         return [[x.view() if isinstance(x, guards.Slot) else x for x in inputs] for inputs in chosen]
-
-    def warm(self) -> None:
-        """Read the sets in use into this core's caches (CPU), inside the clocked request. The reference worker
-        wrote them from its own core, its own sets just before its sample: a relu of a 512x512 input judged against
-        itself on this project's 2-core CPU came out 0.88-0.90x unread, 0.94-0.98x read (0.98-1.02x when each
-        worker refilled its own inputs inside its request)."""
-        for slot in self.in_use:
-            slot.buffer.amax()  # a uint8 sum is 100x slower (47 ms for 16 MB)
 
     def set_bytes(self) -> int:
         return sum(x.numel() * x.element_size() for x in self.base if isinstance(x, torch.Tensor))
 
-    def owned_bytes(self) -> int:
-        """The sets' bytes this process holds (none of adopted ones: the owner counts them)."""
-        return 0 if self.adopted else len(self.sets) * self.set_bytes()
-
     def _allocate(self, n: int) -> None:
-        """Sets up to ``n``, the new ones in one batch of memory."""
-        new = n - len(self.sets)
-        if new <= 0:
-            return
-        if self.adopted:
-            raise RuntimeError(f"{n} input sets asked for, {len(self.sets)} shared by the reference worker")
-        tensors = [x for x in self.base if _slotted(x)]
-        batch = arena.Arena([guards.size_of(x) for x in tensors] * new, self.device, self.shared, guards.GUARD_BYTE)
-        buffers = iter(batch.buffers)
-        for _ in range(new):
-            self.sets.append([guards.Slot(x, next(buffers)) if _slotted(x) else x for x in self.base])
-        self.arenas.append((batch, new))
-
-    def mirror(self, source: TimingInputs, calls: int, first: int, into: int) -> list[dict[str, Any]]:
-        """Sets ``into`` to ``into + calls - 1`` get what ``source``'s sets ``first`` on hold (the reference's
-        refill, copied into the candidate's shared sets); returns the handles of sets made meanwhile."""
-        made = len(self.arenas)
-        self._allocate(into + calls)
-        chosen = zip(source.sets[first:first + calls], self.sets[into:into + calls])
-        pairs = [(y.target, x.target) for mine, theirs in chosen for x, y in zip(mine, theirs) if isinstance(x, guards.Slot)]
-        if pairs:  # one launch for a sample's hundreds of inputs on CUDA
-            torch._foreach_copy_([y for y, _ in pairs], [x for _, x in pairs])
-        return [{**batch.handle(), "sets": n} for batch, n in self.arenas[made:]]
-
-    def release(self) -> None:
-        """The shared sets' memory goes once the process that mapped it has exited (``arena.Arena.release``)."""
-        for batch, _ in self.arenas:
-            batch.release()
-        self.sets, self.in_use, self.arenas = [], [], []
-
-    def adopt(self, handles: list[dict[str, Any]]) -> None:
-        """Take the sets another process shared (``mirror``): they are refilled there, never here. Sets of this
-        process's own, from before any were shared, go (a worker driven without the reference's refills)."""
-        if handles and not self.adopted:
-            self.sets, self.arenas, self.adopted = [], [], True
-        for handle in handles:
-            buffers = iter(arena.open_shared(handle, self.device))
-            for _ in range(int(handle["sets"])):
-                self.sets.append([guards.Slot(x, next(buffers)) if _slotted(x) else x
-                                  for x in self.base])
+        while len(self.sets) < n:
+            self.sets.append([guards.Slot(x) if isinstance(x, torch.Tensor) and x.numel() else x for x in self.base])
 
     def values(self, seed: int, i: int) -> list[Any]:
         """Call ``i``'s inputs of a sample drawn from ``seed`` (what ``fixed`` put in its set ``first + i``),
         in tensors of their own."""
-        inputs = [torch.empty_like(x) if _slotted(x) else x for x in self.base]
-        self._fill([x if _slotted(x) else None for x in inputs], seed, i)
+        inputs = [torch.empty_like(x) if isinstance(x, torch.Tensor) and x.numel() else x for x in self.base]
+        self._fill([x if isinstance(x, torch.Tensor) and x.numel() else None for x in inputs], seed, i)
         return inputs
 
     def _refill(self, chosen: list[list[Any]], seed: int) -> None:
@@ -146,11 +76,6 @@ class TimingInputs:
                 target.copy_(x)
             else:
                 _shuffle_into(x, target, random.Random(seed * 1009 + i))
-
-
-def _slotted(x: Any) -> bool:
-    """Does input ``x`` live in a slot (a tensor with elements), or is it passed as it is?"""
-    return isinstance(x, torch.Tensor) and bool(x.numel())
 
 
 def _structure(x: Any) -> str:
