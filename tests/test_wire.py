@@ -15,6 +15,7 @@ import os
 import resource
 import struct
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -204,6 +205,22 @@ def test_closed_pipe_and_timeout(pipe) -> None:
     tx.close()
     with pytest.raises(ChannelClosed):
         rx.recv(timeout=5)
+
+
+def test_waiting_awake_finds_a_late_frame_and_times_out_without_one(pipe) -> None:
+    """``Channel.wait``, how the controller awaits a timed sample's answer: in short ticks, so it is awake when the
+    frame comes. A frame sent after many ticks is found and then read whole; with none, ChannelTimeout at the
+    deadline."""
+    tx, rx = pipe
+    t0 = time.monotonic()
+    with pytest.raises(ChannelTimeout):
+        rx.wait(0.2, 0.01)
+    assert 0.2 <= time.monotonic() - t0 < 1.0
+    late = threading.Timer(0.1, tx.send, ("ok", {"calls": 3}))
+    late.start()
+    rx.wait(5, 0.003)
+    assert rx.recv(timeout=5) == ("ok", {"calls": 3})
+    late.join()
 
 
 def test_frame_cut_short_is_channel_closed() -> None:
