@@ -70,11 +70,11 @@ class TimingInputs:
 
     def warm(self) -> None:
         """Read the sets in use into this core's caches (CPU) before the clocked request, when they fit one
-        (``WARM_BYTES``). The reference worker wrote them from its own core, its own sets just before its sample:
-        a relu of a 512x512 input judged against itself on this project's 2-core CPU came out 0.88-0.90x unread
-        and 0.90-0.96x read (0.95-0.99x when each worker refilled its own inputs inside its clocked request; the
-        rest of the gap is not explained). Larger sets come from the shared cache or memory on both sides alike
-        (reading 64 MB took ~10 ms)."""
+        (``WARM_BYTES``). The reference worker wrote them from its own core, its own sets just before its sample.
+        A relu of a 512x512 input judged against itself on this project's 2-core CPU (~10 calls, 10 MB a sample)
+        came out 0.88-0.90x unread and 0.94-0.98x read inside the clocked request (session 33); now, read in the
+        set-up request or not, 0.90-0.97x, against 0.95-0.99x when each worker refilled its own inputs inside its
+        clocked request: the gap is not explained. Reading 64 MB took ~10 ms."""
         if sum(slot.nbytes for slot in self.in_use) > WARM_BYTES:
             return
         for slot in self.in_use:
