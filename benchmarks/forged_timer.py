@@ -1,7 +1,8 @@
 """What a forged timer gets past the judge: relu tasks of several sizes, each judged against itself (``honest``)
 and against candidates that disarm the tamper watch through ``gc`` and report a share of their time
 (``forged_<divisor>``). Per record: the verdict, the speedup, the controller-seen overhead the candidate left
-unexplained (``unreported_ms``) and what the allowance passed (``unreported_allowed_ms``), beside the sample.
+unexplained (``unreported_ms``) and what the allowance passed (``unreported_allowed_ms``), beside the sample, and
+the median per-pair ratio of the pairs the candidate's sample came first in and of those it came second in.
 
     python benchmarks/forged_timer.py --out DIR [--shapes "4096, 1024;64, 64"] [--divisors 2,100] [--repeats 2]
 
@@ -108,7 +109,18 @@ def row(record: dict[str, Any], repeat: int) -> dict[str, Any]:
         out.update(speedup=t["speedup"], unreported_ms=t["unreported_ms"],
                    unreported_allowed_ms=t["unreported_allowed_ms"], calls_per_sample=cand["calls_per_sample"],
                    candidate_sample_ms=cand["median_ms"] * cand["calls_per_sample"], pairs=t["pairs"],
-                   method=t["method"])
+                   method=t["method"], **by_order(t))
+    return out
+
+
+def by_order(timing: dict[str, Any]) -> dict[str, float]:
+    """The median per-pair ratio (reference over candidate) of the pairs the candidate came first in, and of those
+    the reference came first in: where a sample lands in its pair moves it, on either side."""
+    ratios = [r / c for r, c in zip(timing["reference"]["samples_ms"], timing["candidate"]["samples_ms"])]
+    out = {}
+    for key, first in (("ratio_candidate_first", True), ("ratio_reference_first", False)):
+        picked = [x for x, f in zip(ratios, timing.get("candidate_first", [])) if f is first]
+        out[key] = statistics.median(picked) if picked else float("nan")
     return out
 
 
@@ -138,14 +150,15 @@ def main() -> None:
                 sys.exit(f"forged_timer: the judge wrote no ledger (exit {done.returncode}):\n{done.stdout[-3000:]}")
             rows += [row(json.loads(line), repeat) for line in ledger.read_text(encoding="utf-8").splitlines()]
     (args.out / "forged-timer.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    lines = ["| task | candidate | repeat | verdict | speedup | sample ms | unreported ms | allowed ms |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| task | candidate | repeat | verdict | speedup | candidate first | reference first | sample ms | "
+             "unreported ms | allowed ms |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         ev = r["evidence"]  # a TIMER_MISMATCH's own figures before the first run's (it was measured twice)
         unreported = ev.get("unreported_ms", r.get("unreported_ms"))
         allowed = ev.get("allowed_ms", r.get("unreported_allowed_ms"))
         lines.append(f"| {r['task']} | {r['candidate']} | {r['repeat']} | {r['verdict']} | "
-                     f"{r.get('speedup', float('nan')):.3f} | {r.get('candidate_sample_ms', float('nan')):.3f} | "
+                     f"{r.get('speedup', float('nan')):.3f} | {r.get('ratio_candidate_first', float('nan')):.3f} | "
+                     f"{r.get('ratio_reference_first', float('nan')):.3f} | {r.get('candidate_sample_ms', float('nan')):.3f} | "
                      f"{unreported if unreported is not None else float('nan'):+.3f} | "
                      f"{allowed if allowed is not None else float('nan'):.3f} |")
     honest = [r["speedup"] for r in rows if r["candidate"] == "honest" and "speedup" in r]

@@ -68,6 +68,9 @@ class PairedTiming:
     # unseen (docs/anticheat.md, JUDGE_TAMPERING), beside the candidate's sample (``candidate.median_ms`` times
     # ``candidate.calls_per_sample``).
     unreported_allowed_ms: float = 0.0
+    # Per pair, whether the candidate's sample came first (the order is drawn per pair). Where a sample lands in its
+    # pair moves it: on this project's 2-core CPU the second sample of a pair was ~10% slower on either side.
+    candidate_first: list[bool] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

@@ -198,9 +198,9 @@ def measure_pairs(
         """One sample and the controller's wall clock around it, in three requests. The reference worker refills
         the worker's inputs (its own, or the candidate's shared ones: ``TimingInputs.mirror``), so the candidate
         never holds a seed; then the worker sets the sample up (its placement, the output poison, on the CPU a
-        read of its inputs), which runs no candidate code; then the sample, on the controller's clock. The
-        outputs' checks come after, untimed (on a loaded CPU, digests of large outputs varied by tens of ms and
-        swamped the yardstick)."""
+        settling write: ``TimedLoop.settle``), which runs no candidate code; then the sample, on the controller's
+        clock. The outputs' checks come after, untimed (on a loaded CPU, digests of large outputs varied by tens of
+        ms and swamped the yardstick)."""
         wall.lap("statistics")  # the controller's own work since the last step
         body = {"turn": turn, "calls": calls, "graph": graph}
         reference.request("fill", {**body, "seed": seed, "side": worker.role, "theirs": shared[1]},
@@ -252,6 +252,7 @@ def measure_pairs(
     wall.setup_done()
 
     raw: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (ms per call, escaped ms)
+    candidate_first: list[bool] = []  # per pair
     overheads: dict[str, list[float]] = {"reference": [], "candidate": []}
     gaps: dict[str, list[tuple[float, float]]] = {"reference": [], "candidate": []}  # (host - event, event) per call
     host_bound = {"reference": 0, "candidate": 0}  # samples whose host queued slower than the GPU ran
@@ -266,6 +267,7 @@ def measure_pairs(
         samples: dict[str, dict[str, Any]] = {}
         order = [reference, candidate]
         rng.shuffle(order)
+        candidate_first.append(order[0] is candidate)
         for worker in order:
             sample, wall_ms = timed(worker, seed, pair, calls, graph)
             ms, clock = sample_ms(sample)
@@ -289,7 +291,7 @@ def measure_pairs(
             graph, on_trial, pair, ci = False, 0, 0, (float("nan"), float("nan"))
             placements = place(calls)
             wall.lap("setup")
-            for side in (*raw.values(), *overheads.values(), *gaps.values()):
+            for side in (*raw.values(), *overheads.values(), *gaps.values(), candidate_first):
                 side.clear()
             host_bound = dict.fromkeys(host_bound, 0)
             states = [environment.gpu_state()]
@@ -365,6 +367,7 @@ def measure_pairs(
         wall_s=wall.seconds(),
         unreported_ms=unreported,
         unreported_allowed_ms=bound if math.isfinite(bound) else 0.0,
+        candidate_first=candidate_first,
     )
 
 

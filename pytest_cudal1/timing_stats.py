@@ -68,6 +68,7 @@ def pool_runs(runs: list[PairedTiming], rng: random.Random) -> PairedTiming:
         wall_s=_summed([t.wall_s for t in runs]),
         unreported_ms=statistics.median(t.unreported_ms for t in runs),
         unreported_allowed_ms=statistics.median(t.unreported_allowed_ms for t in runs),
+        candidate_first=[x for t in runs for x in t.candidate_first],
     )
 
 

@@ -26,6 +26,7 @@ def make_record(name: str = "cand", reason: Reason = Reason.OK, timed: bool = Tr
             candidate=TimingSummary(1.0, 0.05, 0.95, 1.02, 12, "perf_counter", 3),
             speedup=2.0, speedup_ci=(1.8, 2.2), pairs=12, method="host perf_counter",
             stopped_because="converged", warnings=["w"], gpu_state={"clock": 1},
+            candidate_first=[True, False] * 6,
         )
     return JudgedRecord(
         task_id="L1/1_relu", level=1, problem_id=1, task_name="1_relu", candidate_name=name,

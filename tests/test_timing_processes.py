@@ -20,7 +20,7 @@ def run_of(ref_ms: list[float], cand_ms: list[float]) -> PairedTiming:
                              "cuda_event", samples_ms=samples)
     ratios = [r / c for r, c in zip(ref_ms, cand_ms)]
     return PairedTiming(side(ref_ms), side(cand_ms), statistics.median(ratios), (min(ratios), max(ratios)),
-                        len(ratios), "cuda events", "converged")
+                        len(ratios), "cuda events", "converged", candidate_first=[i % 2 == 0 for i in range(len(ratios))])
 
 
 def test_the_interval_covers_the_spread_between_processes() -> None:
@@ -39,6 +39,7 @@ def test_pooled_runs_keep_every_pair() -> None:
     b = run_of([1.0] * 10, [1.00] * 10)
     pooled = pool_runs([a, b], random.Random(1))
     assert pooled.pairs == 20 and len(pooled.candidate.samples_ms) == 20
+    assert pooled.candidate_first == a.candidate_first + b.candidate_first  # each pair's order, beside its samples
     assert 1.0 <= pooled.speedup <= 1 / 0.96
     assert pooled.speedup_ci[0] <= 1.0 and pooled.speedup_ci[1] >= 1 / 0.96 - 1e-9
     assert "in 2 worker-process pairs" in pooled.method
@@ -70,6 +71,8 @@ def test_each_pair_is_a_fresh_pair_of_processes(judge_run, pytester: pytest.Pyte
     timing = record["timing"]
     assert "in 2 worker-process pairs" in timing["method"]
     assert timing["pairs"] == len(timing["candidate"]["samples_ms"]) >= 2 * 3  # --cudal1-min-pairs=3 in each
+    assert len(timing["candidate_first"]) == timing["pairs"]  # each pair's order, recorded beside its samples
+    assert all(isinstance(first, bool) for first in timing["candidate_first"])
 
 
 FAILS_SECOND_TIME = '''

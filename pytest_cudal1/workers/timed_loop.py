@@ -38,6 +38,14 @@ HELD_CALLS = 4
 # a candidate alternating two buffers is still caught. The reference's all go (``TimedLoop.checked``).
 HELD_CALLS_SHORT = 2
 
+# Before a CPU sample the worker writes this many bytes with all its threads, in the set-up request (``settle``):
+# the CPU's counterpart of the GPU's L2 flush. Without it, on this project's 2-core CPU, a 512x512 relu judged
+# against itself came out 0.93-0.95x: a sample second in its pair ran ~10% slower than one first, on either side,
+# and the reference's own refill just before its sample left it ~8% ahead of the candidate when first. Writing
+# 4 MB changed nothing, 16 MB half, 64 MB all of it (0.97-1.00x; benchmarks/results/2026-12-07-CPU-session35).
+# Inside the clocked request it cost the candidate 0.3 ms more a sample than the reference: not there.
+CPU_SETTLE_BYTES = 64 << 20
+
 
 class Flusher:
     """Evicts the L2 between samples by writing a buffer of twice its size (CUDA only)."""
@@ -84,6 +92,7 @@ class TimedLoop:
         # Output sizes to poison before each eager sample, as before each trial.
         self.poison = list(poison or [])
         self.held: collections.deque[Any] = collections.deque(maxlen=HELD_CALLS)  # recent eager calls' outputs
+        self.settler: torch.Tensor | None = None  # what ``settle`` writes before a CPU sample
         self.graphs: list[tuple[torch.cuda.CUDAGraph, list[Any]]] = []  # (graph, its calls' outputs)
         self.graph_calls = 0
         self.pools: list[Any] = []  # eager placements' memory pools (None on the CPU)
@@ -191,11 +200,20 @@ class TimedLoop:
     def set_up(self, turn: int, calls: int, graph_wanted: bool) -> None:
         """Set up the sample of ``turn`` (``prepare``) in a request of its own, once the reference worker has
         refilled its inputs: the clocked request that follows holds the calls and the L2 flush, not the output
-        poison of a 16 MB output (~10 ms on the CPU), nor, on the CPU, the read of the inputs into this core's
-        caches (``TimingInputs.warm``: 1.15 ms for a 1 MB set the reference worker wrote, 0.21 ms for its own)."""
+        poison of a 16 MB output (~10 ms on the CPU), nor, on the CPU, the ``settle`` write. Nor a read of the
+        inputs: inside the clocked request it took 1.15 ms for a 1 MB set the reference worker wrote, 0.21 ms for
+        its own (session 34); here, after ``settle``, it made the Triton interpreter's samples 0.1-0.3 ms longer
+        around the candidate's than around the reference's (one honest candidate TIMER_MISMATCH)."""
         self.readied = self.prepare(turn, calls, graph_wanted)
         if not self.inputs.device.startswith("cuda"):
-            self.inputs.warm()
+            self.settle()
+
+    def settle(self) -> None:
+        """Write ``CPU_SETTLE_BYTES`` with all the worker's threads: whatever ran before (the other worker's sample,
+        the reference worker's refill, the checks) leaves the caches and cores alike on both sides."""
+        if self.settler is None:
+            self.settler = torch.zeros(CPU_SETTLE_BYTES // 4)
+        self.settler.add_(1)
 
     def release(self) -> None:
         """Timing is over: the placements' pools, the captures and the held outputs go, and their memory goes

@@ -11,9 +11,6 @@ import torch
 
 from pytest_cudal1.workers import arena, guards
 
-# Timed inputs up to this size are read into the timing core's caches before a CPU sample (``warm``): a core's L2.
-WARM_BYTES = 4 << 20
-
 
 class TimingInputs:
     """Input sets the timed calls rotate through, refilled with fresh values before every use.
@@ -67,18 +64,6 @@ class TimingInputs:
         chosen = self.sets[first:first + calls]
         self.in_use = [x for inputs in chosen for x in inputs if isinstance(x, guards.Slot)]
         return [[x.view() if isinstance(x, guards.Slot) else x for x in inputs] for inputs in chosen]
-
-    def warm(self) -> None:
-        """Read the sets in use into this core's caches (CPU) before the clocked request, when they fit one
-        (``WARM_BYTES``). The reference worker wrote them from its own core, its own sets just before its sample.
-        A relu of a 512x512 input judged against itself on this project's 2-core CPU (~10 calls, 10 MB a sample)
-        came out 0.88-0.90x unread and 0.94-0.98x read inside the clocked request (session 33); now, read in the
-        set-up request or not, 0.90-0.97x, against 0.95-0.99x when each worker refilled its own inputs inside its
-        clocked request: the gap is not explained. Reading 64 MB took ~10 ms."""
-        if sum(slot.nbytes for slot in self.in_use) > WARM_BYTES:
-            return
-        for slot in self.in_use:
-            slot.buffer.amax()  # a uint8 sum is 100x slower (47 ms for 16 MB)
 
     def set_bytes(self) -> int:
         return sum(x.numel() * x.element_size() for x in self.base if isinstance(x, torch.Tensor))
