@@ -67,6 +67,7 @@ MIN_PAIRS = 3
 # the reference's (the same harness code around the call) by at most this much, by this many standard errors of
 # that median, or by this share of the reference's overhead, whichever is most: the harness's own time around
 # the samples is noisy where it refills large inputs, and slower in a process another one starves of a core.
+# The standard error is the reference's side's (``_unreported``): the candidate's own could be widened by it.
 # Honest medians: -0.19 to 0.29 ms on the loaded 2-core CPU (38 candidates, samples of 0.1-600 ms), -0.40 to
 # 0.20 ms on the H100 (12, session 29). 5 ms, or half a sample, let a candidate that disarmed the tamper watch
 # report a hundredth of its time.
@@ -395,12 +396,18 @@ def _check_clocks(gaps: dict[str, list[tuple[float, float]]]) -> None:
 def _unreported(overheads: dict[str, list[float]]) -> tuple[float, float]:
     """The median of the candidate's controller-seen overhead less the reference's, per pair (both seen under the
     same load), and how much of it is allowed: ``UNREPORTED_MS``, ``UNREPORTED_SIGMAS`` standard errors of that
-    median (from the interquartile range of the pairs) or ``UNREPORTED_SHARE`` of the reference's, the most."""
+    median or ``UNREPORTED_SHARE`` of the reference's, the most.
+
+    The standard error is that of a difference of two samples of the reference's overhead (from its interquartile
+    range), never the candidate's: a forger that hid a random share of each sample widened the spread of the
+    differences, and so its own allowance, past what it hid
+    (``tests/test_timing_rules.py::test_a_timer_forged_by_a_random_share_is_a_timer_mismatch``)."""
     diffs = [c - r for c, r in zip(overheads["candidate"], overheads["reference"])]
     if len(diffs) < 2:
         return (diffs or [0.0])[0], math.inf
-    q1, _, q3 = statistics.quantiles(diffs, n=4)
-    error = 1.253 * (q3 - q1) / 1.349 / math.sqrt(len(diffs))  # a normal median's standard error, from the IQR
+    q1, _, q3 = statistics.quantiles(overheads["reference"], n=4)
+    # A normal median's standard error from the IQR, for the difference of two independent draws (sqrt 2).
+    error = math.sqrt(2) * 1.253 * (q3 - q1) / 1.349 / math.sqrt(len(diffs))
     share = UNREPORTED_SHARE * statistics.median(overheads["reference"])
     return statistics.median(diffs), max(UNREPORTED_MS, UNREPORTED_SIGMAS * error, share)
 
