@@ -24,8 +24,9 @@ from pytest_cudal1.workers.memory import free_bytes, placements_fitting
 from pytest_cudal1.workers.reference import NEED_PER_INPUT_BYTE, NEED_PER_OUTPUT_BYTE, _on_device
 
 TOO_BIG = 1 << 42  # float32 elements: 17.6 TB, more than any machine here has
-# A reference that runs out of memory after its first 60 calls: the trials pass (a FAST run's reference makes
-# 180 calls in all), then it fails in timing, as the H200's did beside a 6.4 GB task's graph wrapper.
+# A reference that runs out of memory after its first 60 calls: the trials pass, then it fails in timing, as the
+# H200's did beside a 6.4 GB task's graph wrapper. The run's samples are 10 ms (``--cudal1-sample-ms``), so its short
+# relu's timing makes hundreds of calls whatever this machine's speed (at the default 1 ms, 44-74 calls in all).
 REFERENCE_OOM_WHEN_TIMED = """
 Model.calls = getattr(Model, "calls", 0) + 1
 if Model.calls > 60:
@@ -53,8 +54,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, dic
         write_candidate(cands, 1, f"{pid}_reference_oom_when_timed", candidate,
                         HOARDER if candidate == "hoarder" else None)
     ledger = root / "ledger.jsonl"
-    result = run_pytest(root, *FAST, f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}", "-rfEs",
-                        f"--cudal1-cache-dir={root / 'cache'}", f"--cudal1-ledger={ledger}")
+    result = run_pytest(root, *FAST, "--cudal1-sample-ms=10", f"--cudal1-tasks={tasks}", f"--cudal1-candidates={cands}",
+                        "-rfEs", f"--cudal1-cache-dir={root / 'cache'}", f"--cudal1-ledger={ledger}")
     return result, by_candidate(read_ledger(ledger))
 
 
