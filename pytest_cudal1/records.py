@@ -58,11 +58,13 @@ class PairedTiming:
     gpu_state: dict[str, Any] = dataclasses.field(default_factory=dict)
     # Where the run's wall time went (``timing.WallClock``), seconds: set-up (placements, warm-up, captures),
     # then per pair the timed samples, the digest requests, element checks, audits, GPU-state queries and
-    # the statistics ("discarded_run": a first run measured again, ``timing.confirmed``). The timed regions are a
+    # the statistics, and idle samples where the unreported time needed them ("discarded_run": a first run measured
+    # again, ``timing.confirmed``). The timed regions are a
     # part of "samples"; the rest is the harness's overhead.
     wall_s: dict[str, float] = dataclasses.field(default_factory=dict)
-    # The controller's clock around the candidate's samples beyond their reported time and the reference's harness
-    # overhead, ms per sample (median of pairs): what ``timing._unreported`` bounds.
+    # The controller's clock around the candidate's samples beyond their reported time and the harness's own overhead
+    # (the reference's samples', or idle samples' as long as the candidate's), ms per sample: what ``unreported``
+    # bounds.
     unreported_ms: float = 0.0
     # How much of it that rule allowed: the most a timer forged in the candidate's process could take off a sample
     # unseen (docs/anticheat.md, JUDGE_TAMPERING), beside the candidate's sample (``candidate.median_ms`` times

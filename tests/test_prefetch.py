@@ -20,7 +20,8 @@ from pytest_cudal1.candidates import Candidate, reference_candidate
 from pytest_cudal1.judge import Judge, JudgeConfig
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.spares import ANY
-from pytest_cudal1.timing import UNREPORTED_MS, TimingConfig
+from pytest_cudal1.timing import TimingConfig
+from pytest_cudal1.unreported import UNREPORTED_MS
 from pytest_cudal1.workers.process import WorkerFailure
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,6 +10,7 @@ import pytest
 import torch
 from cudal1_helpers import candidate_source, read_ledger, run_pytest, task_source, write_candidate, write_task
 
+from pytest_cudal1 import unreported
 from pytest_cudal1.judge import reproduced
 from pytest_cudal1.reasons import Reason
 from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Verdict
@@ -335,6 +336,27 @@ def test_a_timer_forged_by_a_random_share_is_a_timer_mismatch(tmp_path: Path) ->
     verdict = record["verdict"]
     assert verdict["reason"] == "TIMER_MISMATCH", verdict
     assert verdict["evidence"]["unreported_ms"] > verdict["evidence"]["allowed_ms"]
+
+
+def test_an_honest_candidate_far_slower_than_its_reference_is_ok(tmp_path: Path) -> None:
+    """A relu that sleeps half a second first: 250 times its reference's sample. The harness's time after a sample
+    grows with its length (its code runs cold); on this 2-core VM 4-6 ms more around a 3.5 s sample than around
+    its reference's, which the reference's yardstick alone called TIMER_MISMATCH (``tests/test_scale_ray.py`` in CI)."""
+    record = judged_alone(tmp_path, "1_relu", "return torch.relu(x)", "2048, 2048", "sleeper",
+                          candidate_source(forward="time.sleep(0.5)\nreturn torch.relu(x)", header="import time"))
+    assert record["verdict"]["reason"] == "OK", record["verdict"]
+    assert record["timing"]["speedup"] < 0.05
+
+
+def test_a_long_sample_forged_by_half_is_a_timer_mismatch_against_idle_samples_too(tmp_path: Path) -> None:
+    """The same sleeper reporting half of each sample: the idle samples the reference worker runs as the second
+    yardstick are as long as the time it *reported*, so what it hid stays outside them."""
+    record = judged_alone(tmp_path, "1_relu", "return torch.relu(x)", "2048, 2048", "halver",
+                          disarmed_forger("import time\ntime.sleep(0.5)\nreturn torch.relu(x)", 2))
+    verdict = record["verdict"]
+    assert verdict["reason"] == "TIMER_MISMATCH", verdict
+    assert len(verdict["evidence"]["idle_overheads_ms"]) == unreported.IDLE_SAMPLES
+    assert verdict["evidence"]["unreported_ms"] > 200  # half of each 0.5 s sample, seen beyond the idle samples'
 
 
 # Disarms the tamper watch and sends its outputs' digests with a word where the exact hash goes: the controller reads

@@ -68,7 +68,7 @@ REQUEST_PHASES = {
 # Requests on the controller's clock (``timing.measure_pairs``): it waits for their answers awake (``Channel.wait``).
 # Asleep through a Triton-interpreter candidate's 240 ms samples, it woke 0.35 ms later after them than after its
 # reference's 0.2 ms ones (2-core CPU, session 34): time the forged-timer rule counted as the candidate's.
-CLOCKED = frozenset({"time"})
+CLOCKED = frozenset({"time", "time_idle"})
 AWAKE_TICK_S = 0.0003
 
 

@@ -484,6 +484,10 @@ class ReferenceWorker:
         self.last_output, self.last_call = outs[-1], (self.filled[0], int(body["calls"]) - 1)
         return sample
 
+    def time_idle(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A sample of nothing as long as the candidate's, a yardstick for its unreported time (``unreported``)."""
+        return timed_loop.idle_sample(float(body["ms"]), bool(body.get("asleep")))
+
     def digests(self, _body: Any) -> dict[str, Any]:
         """The last sample's output digests, a request of its own as in the candidate worker; the
         candidate's structural checks run here too, so both workers hold the same outputs alive."""
@@ -623,6 +627,7 @@ def main() -> None:
         "place": worker.place,
         "set_up": worker.set_up,
         "time": worker.time,
+        "time_idle": worker.time_idle,
         "digests": worker.digests,
         "release_timing": worker.release_timing,
         "bandwidth": worker.bandwidth,

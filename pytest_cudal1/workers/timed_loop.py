@@ -228,7 +228,7 @@ class TimedLoop:
         """Structural checks of a sample's outputs, as trials make them: (code, detail) per problem.
 
         Both workers run them, so the harness's time around the call, which the controller compares
-        between the sides (``timing.UNREPORTED_MS``), is alike; only the candidate's are weighed.
+        between the sides (``unreported.UNREPORTED_MS``), is alike; only the candidate's are weighed.
         """
         problems = []
         slots = self.inputs.in_use
@@ -425,5 +425,18 @@ def timed_sample(loop: TimedLoop, turn: int, calls: int, device: str, flush: Flu
         event_ms = enqueue_ms = None
     return {"event_ms": event_ms, "enqueue_ms": enqueue_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls,
             "escaped_ms": escaped, "graph": graphed}, outs
+
+
+def idle_sample(ms: float, asleep: bool) -> dict[str, Any]:
+    """A sample of nothing ``ms`` long, the host spinning on its clock or asleep (``unreported.idle_overheads``): the
+    harness's own time around a sample that long."""
+    t0 = _perf_counter_ns()
+    if asleep:
+        time.sleep(ms / 1e3)
+    else:
+        end = t0 + int(ms * 1e6)
+        while _perf_counter_ns() < end:
+            pass
+    return {"host_ms": (_perf_counter_ns() - t0) / 1e6, "calls": 1}
 
 
