@@ -6,8 +6,8 @@ the reply's encoding, waking up) plus whatever the candidate hid, so it is weigh
 harness's own: first the reference's samples of the same pairs (``per_pair``); where that fails, samples of
 nothing as long as the candidate's, run by the reference worker (``against_idle``). The harness's time after a
 sample grows with the sample's length: on this project's 2-core virtual machine its code ran cold after a long
-call, and a candidate that slept or spun 3.5 s per sample showed 4.6-6.6 ms around it against its reference's
-0.3 ms, where idle samples as long showed 4.7-9.4 ms (session 36). Idle samples as long as the *reported* time
+call, and a candidate that slept or spun 3.5 s per sample showed 2.4-9.6 ms around it against its reference's
+0.2-1.0 ms, where idle samples as long showed 4.7-9.4 ms (benchmarks/results/2026-12-07-CPU-session36). Idle samples as long as the *reported* time
 grant a forger nothing: its hidden work makes its samples longer than the yardstick's.
 """
 

@@ -42,8 +42,9 @@ HELD_CALLS_SHORT = 2
 # the CPU's counterpart of the GPU's L2 flush. Without it, on this project's 2-core CPU, a 512x512 relu judged
 # against itself came out 0.93-0.95x: a sample second in its pair ran ~10% slower than one first, on either side,
 # and the reference's own refill just before its sample left it ~8% ahead of the candidate when first. Writing
-# 4 MB changed nothing, 16 MB half, 64 MB all of it (0.97-1.00x; benchmarks/results/2026-12-07-CPU-session35).
-# Inside the clocked request it cost the candidate 0.3 ms more a sample than the reference: not there.
+# 4 MB changed nothing, 16 MB half, 64 MB all of it (median 0.983x, 0.964-1.026x over 8 runs;
+# benchmarks/results/2026-12-07-CPU-session35). Inside the clocked request it cost the candidate 0.3 ms more a
+# sample than the reference: not there.
 CPU_SETTLE_BYTES = 64 << 20
 
 
@@ -438,5 +439,3 @@ def idle_sample(ms: float, asleep: bool) -> dict[str, Any]:
         while _perf_counter_ns() < end:
             pass
     return {"host_ms": (_perf_counter_ns() - t0) / 1e6, "calls": 1}
-
-
