@@ -59,8 +59,7 @@ class PairedTiming:
     # Where the run's wall time went (``timing.WallClock``), seconds: set-up (placements, warm-up, captures),
     # then per pair the timed samples, the digest requests, element checks, audits, GPU-state queries and
     # the statistics, and idle samples where the unreported time needed them ("discarded_run": a first run measured
-    # again, ``timing.confirmed``). The timed regions are a
-    # part of "samples"; the rest is the harness's overhead.
+    # again, ``timing.confirmed``). The timed regions are a part of "samples"; the rest is the harness's overhead.
     wall_s: dict[str, float] = dataclasses.field(default_factory=dict)
     # The controller's clock around the candidate's samples beyond their reported time and the harness's own overhead
     # (the reference's samples', or idle samples' as long as the candidate's), ms per sample: what ``unreported``

@@ -7,8 +7,8 @@ harness's own: first the reference's samples of the same pairs (``per_pair``); w
 nothing as long as the candidate's, run by the reference worker (``against_idle``). The harness's time after a
 sample grows with the sample's length: on this project's 2-core virtual machine its code ran cold after a long
 call, and a candidate that slept or spun 3.5 s per sample showed 2.4-9.6 ms around it against its reference's
-0.2-1.0 ms, where idle samples as long showed 4.7-9.4 ms (benchmarks/results/2026-12-07-CPU-session36). Idle samples as long as the *reported* time
-grant a forger nothing: its hidden work makes its samples longer than the yardstick's.
+0.2-1.0 ms, where idle samples as long showed 4.7-9.4 ms (benchmarks/results/2026-12-07-CPU-session36). Idle
+samples as long as the *reported* time grant a forger nothing: its hidden work makes its samples longer than theirs.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def idle_overheads(reference: WorkerProcess, sample_ms: float, timeout: float) -
 
 
 def _spread(overheads: list[float]) -> float:
-    """A normal median's standard error per sample, from the interquartile range (1.253 sigma / sqrt n)."""
+    """1.253 sigma, sigma from the interquartile range: a normal median's standard error is this over sqrt n."""
     q1, _, q3 = statistics.quantiles(overheads, n=4)
     return 1.253 * (q3 - q1) / 1.349
 
