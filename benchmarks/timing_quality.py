@@ -186,7 +186,7 @@ def _judged(task: Task, timing: TimingConfig, workdir: Path,
     judge = Judge(cfg, BuildPool(workdir / "builds", 900, None), environment.has_gpu())
     try:
         for i in range(10):
-            record = judge.judge(task, candidate, upcoming=(task, candidate) if i < 9 else None)
+            record = judge.judge(task, candidate, upcoming=[(task, candidate)] if i < 9 else [])
             if record.timing is None:
                 raise RuntimeError(f"{task.name}: {record.verdict.reason.value} {record.verdict.message}")
             yield record.timing, record.phase_s

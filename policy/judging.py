@@ -77,7 +77,7 @@ class JudgingSession:
 
     def judge_attempts(self, task: Task, attempts: Sequence[Attempt], stop: Callable[[], bool] | None = None,
                        more: bool = False) -> list[JudgedRecord]:
-        """Build every attempt's code at once (and start the first one's workers), then judge each in order;
+        """Build every attempt's code at once (and start the first ones' workers), then judge each in order;
         one record per attempt judged.
 
         ``stop`` is asked before each judgment (a time budget): once it says so, the
@@ -89,16 +89,14 @@ class JudgingSession:
         for cand in candidates:
             if cand is not None and self.judge.unavailable(cand) is None:
                 self.judge.builds.submit(cand, self.judge.gpu, task)
-        first = next((c for c in candidates if c is not None), None)
-        if first is not None:
-            self.judge.prefetch((task, first))  # the first attempt's workers start while the builds run
+        self.judge.prefetch([(task, c) for c in candidates if c is not None])  # the first ones start while builds run
         records = []
         for i, (attempt, cand) in enumerate(zip(attempts, candidates)):
             if stop is not None and stop():
                 break
             if cand is not None and self.on_judging is not None:
                 self.on_judging(f"{task.id}::{attempt.name}", cand)
-            upcoming = next(((task, c) for c in candidates[i + 1:] if c is not None), None)
+            upcoming = [(task, c) for c in candidates[i + 1:] if c is not None]
             record = self._no_code(task, attempt) if cand is None else \
                 self.judge.judge(task, cand, upcoming, self.next_task, more)
             record.origin = dict(attempt.origin)

@@ -50,7 +50,7 @@ class JudgedItem(pytest.Item):
         super().__init__(**kwargs)
         self.task = task
         self.candidate = candidate
-        self.next_judged: JudgedItem | None = None  # the item this process runs next (set per run)
+        self.next_judged: list[JudgedItem] = []  # the items this process runs next, as far as known (set per run)
         self.add_marker("judged")
         if task.level is not None:
             self.add_marker(f"level{task.level}")
@@ -65,10 +65,9 @@ class JudgedItem(pytest.Item):
         if state.remote is not None:  # judged by a Ray actor; recorded here, once
             record = state.remote.result(self.nodeid)
         else:
-            nxt = self.next_judged
             judge = state.judge()
             state.progress.item(self.nodeid, self.candidate)
-            record = judge.judge(self.task, self.candidate, (nxt.task, nxt.candidate) if nxt else None)
+            record = judge.judge(self.task, self.candidate, [(i.task, i.candidate) for i in self.next_judged])
         self.user_properties.append(("cudal1", record.to_json()))  # skipped ones too: the summary shows them
         if not record.verdict.reason.judged:  # unrunnable here (backend, memory): no ledger line, so no reward
             pytest.skip(f"{self.nodeid}: [{record.verdict.reason.value}] {record.verdict.message}")

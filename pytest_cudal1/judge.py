@@ -14,7 +14,7 @@ import functools
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kernelbench.loaders import Task
 from pytest_cudal1 import environment
@@ -28,7 +28,7 @@ from pytest_cudal1.references import ReferencePool
 from pytest_cudal1.seeds import KeyedRandom, derived, draw_judge_seed, task_seed
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import measured, reward_for
-from pytest_cudal1.spares import Spares
+from pytest_cudal1.spares import Spares, lookahead
 from pytest_cudal1.static_scan import scan
 from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, confirmed, measure_pairs
 from pytest_cudal1.timing_stats import pool_runs
@@ -59,6 +59,7 @@ class JudgeConfig:
     call_measure: bool = True  # on a GPU, also time the call measure (``--cudal1-no-call-measure``: kernel only)
     # Every candidate gets trial recipes of its own and the reference recomputes them (``--cudal1-fresh-trials``).
     fresh_trials: bool = False
+    lookahead: int | None = None  # items ahead whose workers start while one is judged; None: ``spares.lookahead``
 
 
 class Judge:
@@ -71,13 +72,14 @@ class Judge:
         self.gpu = gpu
         self.on_phase = on_phase  # told (phase, record, ended) for progress on the terminal
         self.closing = Closing()  # workers of items judged, asked to exit: reaped before the next one's calls
-        self.references = ReferencePool(cfg, self.closing)
+        depth = cfg.lookahead or lookahead(gpu)
+        self.references = ReferencePool(cfg, self.closing, blanks=depth)
         self._bandwidth: float | None = None
         self.output_bytes: int | None = 0  # None: the reference returns views of its inputs
         self.digests: dict[tuple[Any, ...], list[list[Any]]] = {}  # candidate output's key -> the reference's digest
         self.allowed: set[str] = set()  # flags the reference raised on itself in trials: legal for the candidate
         self.spares = Spares(self._start_worker, self._start_any_worker, self.references,
-                             cfg.compile_timeout)  # for the next item
+                             cfg.compile_timeout, depth)  # for the next items
         self._any_started = 0  # workers started for any candidate (their log files' numbers)
         self._trial_secrets: dict[str, int] = {}  # task sha256 -> seed of its trial recipes this run; never recorded
 
@@ -100,17 +102,18 @@ class Judge:
         return WorkerProcess("candidate", self.cfg.workdir / "logs" / f"candidate-next-{self._any_started}.log",
                              env=self.builds.common_env(self.gpu), cwd=str(self.cfg.workdir), preload=PRELOADED_ALWAYS)
 
-    def prefetch(self, upcoming: tuple[Task, Candidate] | None, next_task: Task | None = None,
+    def prefetch(self, upcoming: Sequence[tuple[Task, Candidate]] = (), next_task: Task | None = None,
                  more: bool = False) -> None:
-        """Start the next item's workers (``spares``): at collection for the first item, and once an item's
-        reference is probed for the one after it (the free memory the probe reads is taken with only this
-        item's workers up). With no next pair known, ``next_task``'s reference, and with ``more`` (candidates
-        will follow, their code not written yet) a candidate worker for whichever comes."""
-        if upcoming is not None and self.unavailable(upcoming[1]) is None:
-            self.spares.prefetch(*upcoming)
-        elif upcoming is None and more:
+        """Start the next items' workers (``spares``, the pairs in the order they will be judged): at collection
+        for the first items, and once an item's reference is probed for those after it (the free memory the
+        probe reads is taken with only this item's workers up). With no next pair known, ``next_task``'s
+        reference, and with ``more`` (candidates will follow, their code not written yet) a candidate worker
+        for whichever comes."""
+        if upcoming:
+            self.spares.prefetch([pair for pair in upcoming if self.unavailable(pair[1]) is None])
+        elif more:
             self.spares.prefetch_any(next_task)
-        elif upcoming is None and next_task is not None:
+        elif next_task is not None:
             self.references.prefetch(next_task)
 
     def unavailable(self, candidate: Candidate) -> str | None:
@@ -128,11 +131,11 @@ class Judge:
                     return f"backend {backend!r} needs the {module!r} package, which is not installed"
         return None
 
-    def judge(self, task: Task, candidate: Candidate, upcoming: tuple[Task, Candidate] | None = None,
+    def judge(self, task: Task, candidate: Candidate, upcoming: Sequence[tuple[Task, Candidate]] = (),
               next_task: Task | None = None, more: bool = False) -> JudgedRecord:
-        """Judge one pair; ``upcoming`` (the next pair) lets its worker start while this one finishes, and without
-        one, ``next_task`` (the optimizer's next task, its candidates not written yet) its reference and ``more``
-        (more candidates will come) a worker for whichever candidate is next."""
+        """Judge one pair; ``upcoming`` (the next pairs, in order) lets their workers start while this one
+        finishes, and without one, ``next_task`` (the optimizer's next task, its candidates not written yet) its
+        reference and ``more`` (more candidates will come) a worker for whichever candidate is next."""
         record = JudgedRecord(
             task_id=task.id, level=task.level, problem_id=task.problem_id, task_name=task.name,
             candidate_name=candidate.name, candidate_sha256=candidate.sha256, candidate_origin=candidate.origin,
@@ -176,7 +179,7 @@ class Judge:
         finally:
             # Both end while the next item starts: this worker, and the reference when the next task is another.
             self.closing.add(worker)
-            following = upcoming[0] if upcoming is not None else next_task
+            following = upcoming[0][0] if upcoming else next_task
             if following is not None and following.sha256 != task.sha256:
                 self.references.close_current(later=True)
             self.prefetch(upcoming, next_task, more)  # the item ended before its reference was up: start them now

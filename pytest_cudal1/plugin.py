@@ -161,6 +161,8 @@ class CudaL1Session:
         self.html_path: Path | None = None
         self._judge: Any = None
         self.remote: Any = None  # the Ray cluster's judges (``ray_judge.RayJudge``), with --cudal1-ray
+        self._items: list[JudgedItem] = []  # the judged items in the order they run here (not under xdist)
+        self._place: dict[str, int] = {}  # an item's node id -> its place in ``_items``
 
     # -------------------------------------------------------- collection ---
 
@@ -245,7 +247,9 @@ class CudaL1Session:
                 if judge.unavailable(item.candidate) is None:
                     judge.builds.submit(item.candidate, judge.gpu, item.task)
             if not hasattr(self.config, "workerinput"):  # an xdist worker learns its first item only when it runs
-                judge.prefetch((items[0].task, items[0].candidate))  # its workers start while pytest sets up
+                self._place = {item.nodeid: i for i, item in enumerate(items)}
+                self._items = items
+                judge.prefetch([(i.task, i.candidate) for i in items[:judge.spares.depth]])  # start while pytest sets up
             self.progress.started(len(items))
 
     def _say(self, text: str) -> None:
@@ -278,6 +282,7 @@ class CudaL1Session:
             speedup=speedup_measure(self.config),
             call_measure=not setting(self.config, "no-call-measure"),
             fresh_trials=setting(self.config, "fresh-trials"),
+            lookahead=setting(self.config, "lookahead"),
         )
 
     def judge(self) -> Any:
@@ -301,9 +306,15 @@ class CudaL1Session:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        """Tell a judged item which item runs next here (under xdist too), so its worker can start early."""
-        if isinstance(item, JudgedItem):
-            item.next_judged = nextitem if isinstance(nextitem, JudgedItem) else None
+        """Tell a judged item which items run next here, so their workers can start early: under xdist only the
+        next one is known (the scheduler hands out the rest later)."""
+        if not isinstance(item, JudgedItem):
+            return
+        at = self._place.get(item.nodeid)
+        if at is None:  # under xdist
+            item.next_judged = [nextitem] if isinstance(nextitem, JudgedItem) else []
+        else:
+            item.next_judged = self._items[at + 1:at + 1 + self._judge.spares.depth]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:

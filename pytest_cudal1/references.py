@@ -24,7 +24,7 @@ PRELOADED = ("torch._dynamo",)
 class ReferencePool:
     """One trusted reference worker per task, reused by consecutive candidates of that task."""
 
-    def __init__(self, cfg: "JudgeConfig", closing: Closing) -> None:
+    def __init__(self, cfg: "JudgeConfig", closing: Closing, blanks: int = 1) -> None:
         self.cfg = cfg
         self.closing = closing  # the judge's workers being ended: gone before a probe reads the free memory
         self.task_sha: str | None = None
@@ -33,18 +33,22 @@ class ReferencePool:
         self.spare: tuple[str, WorkerProcess] | None = None  # (task sha, worker) started for the next task
         self.ahead: dict[str, Any] | None = None  # the spare's answer to its load made ahead, once read
         self.spare_placed = False  # the spare was asked for its load's device part (``to_device``)
+        self.failed_ahead: set[str] = set()  # tasks whose load ahead failed: loaded again only by ``get``
         self.start = "fresh"  # how ``get`` came by the current worker: "kept", "loaded_ahead" or "fresh"
         self.start_s: dict[str, float] = {}  # and where its time went, by step (``get``)
         self.replicas: list[WorkerProcess] = []  # more reference workers of the task, for timing in several pairs
-        # Started ahead for whichever task comes: its interpreter, torch and ``PRELOADED`` imported while items are
-        # judged. Those imports were most of a new task's reference start on an H100 (2-5 s of a 4-6 s item).
-        self.blank: WorkerProcess | None = None
+        # Started ahead for whichever tasks come (``blanks`` of them): their interpreter, torch and ``PRELOADED``
+        # imported while items are judged. Those imports were most of a new task's reference start on an H100
+        # (2-5 s of a 4-6 s item).
+        self.depth = blanks
+        self.blanks: list[WorkerProcess] = []
         self.blanks_started = 0
         self.call_peak = 0  # the most one reference call needed beyond its inputs (``ReferenceWorker.probe``)
 
     def _start(self, task: Task, blank: bool = True) -> WorkerProcess:
-        """A reference worker for ``task``: with ``blank``, the blank one if it still runs, and the next blank starts
-        now; else a new one (a timing replica: no start may share the cores with a measurement on the CPU).
+        """A reference worker for ``task``: with ``blank``, the oldest blank that still runs, and blanks are started
+        up to ``depth``; else a new one (a timing replica: no start may share the cores with a measurement on the
+        CPU).
 
         The blank's log takes the task's name: ``reference-<task>.log``, or ``reference-<task>-<n>.log`` where the
         task had workers before."""
@@ -52,8 +56,11 @@ class ReferencePool:
         log = logs / f"reference-{safe}.log"
         if not blank:
             return WorkerProcess("reference", log, preload=PRELOADED)
-        worker, self.blank = self.blank, None
-        if worker is not None and worker.proc.poll() is None:
+        for dead in [b for b in self.blanks if b.proc.poll() is not None]:
+            self.blanks.remove(dead)
+            dead.close()
+        if self.blanks:
+            worker = self.blanks.pop(0)
             n = 1
             while log.exists():
                 n += 1
@@ -62,22 +69,22 @@ class ReferencePool:
             with worker.log_path.open("a") as f:
                 f.write(f"--- started ahead; loads {task.id} ---\n")
         else:
-            if worker is not None:
-                worker.close()
             worker = WorkerProcess("reference", log, preload=PRELOADED)
-        self.blanks_started += 1
-        self.blank = WorkerProcess("reference", self.cfg.workdir / "logs" / f"reference-next-{self.blanks_started}.log",
-                                   preload=PRELOADED)
+        while len(self.blanks) < self.depth:
+            self.blanks_started += 1
+            self.blanks.append(WorkerProcess("reference", logs / f"reference-next-{self.blanks_started}.log",
+                                             preload=PRELOADED))
         return worker
 
     def await_blank(self) -> None:
-        """Wait for the blank's imports (the barrier before timing on the CPU, where they would share the cores)."""
-        if self.blank is not None and self.blank.proc.poll() is None:
-            try:
-                self.blank.request("ready", None, self.cfg.compile_timeout)
-            except WorkerFailure:  # the next start makes a new one
-                self.blank.close()
-                self.blank = None
+        """Wait for the blanks' imports (the barrier before timing on the CPU, where they would share the cores)."""
+        for blank in list(self.blanks):
+            if blank.proc.poll() is None:
+                try:
+                    blank.request("ready", None, self.cfg.compile_timeout)
+                except WorkerFailure:  # the next start makes a new one
+                    self.blanks.remove(blank)
+                    blank.close()
 
     def _load_body(self, task: Task, ahead: bool = False) -> dict[str, Any]:
         return {"source": task.source, "origin": task.origin, "seed": self.cfg.seed, "ahead": ahead}
@@ -89,7 +96,7 @@ class ReferencePool:
 
         Not ``probe``: it decides REFERENCE_TOO_LARGE from the free memory, which the current item holds.
         """
-        if task.sha256 != self.task_sha and self.spare is None:
+        if task.sha256 != self.task_sha and self.spare is None and task.sha256 not in self.failed_ahead:
             worker = self._start(task)
             worker.start_request("load", self._load_body(task, ahead=True))
             self.spare, self.ahead, self.spare_placed = (task.sha256, worker), None, False
@@ -120,6 +127,7 @@ class ReferencePool:
                 self.ahead = worker.finish_request(self.cfg.compile_timeout)
             worker.finish_all(self.cfg.compile_timeout)
         except WorkerFailure:
+            self.failed_ahead.add(self.spare[0])
             self.spare[1].close()
             self.spare = None
 
@@ -182,14 +190,14 @@ class ReferencePool:
         self.worker, self.task_sha, self.replicas = None, None, []
 
     def close(self) -> None:
-        """The current worker, any spare and the blank."""
+        """The current worker, any spare and the blanks."""
         self.close_current()
         if self.spare is not None:
             self.spare[1].close()
             self.spare, self.ahead = None, None
-        if self.blank is not None:
-            self.blank.close()
-            self.blank = None
+        for blank in self.blanks:
+            blank.close()
+        self.blanks = []
 
 
 def claim(spare: tuple[Any, WorkerProcess] | None, key: Any) -> WorkerProcess | None:
