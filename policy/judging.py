@@ -89,7 +89,9 @@ class JudgingSession:
         for cand in candidates:
             if cand is not None and self.judge.unavailable(cand) is None:
                 self.judge.builds.submit(cand, self.judge.gpu, task)
-        self.judge.prefetch([(task, c) for c in candidates if c is not None])  # the first ones start while builds run
+        written = [(task, c) for c in candidates if c is not None]
+        if written:
+            self.judge.prefetch(written)  # the first ones' workers start while the builds run
         records = []
         for i, (attempt, cand) in enumerate(zip(attempts, candidates)):
             if stop is not None and stop():

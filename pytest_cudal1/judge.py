@@ -28,7 +28,7 @@ from pytest_cudal1.references import ReferencePool
 from pytest_cudal1.seeds import KeyedRandom, derived, draw_judge_seed, task_seed
 from pytest_cudal1.records import JudgedRecord, PairedTiming, Verdict
 from pytest_cudal1.reward import measured, reward_for
-from pytest_cudal1.spares import Spares, lookahead
+from pytest_cudal1.spares import Spares
 from pytest_cudal1.static_scan import scan
 from pytest_cudal1.timing import AuditFailure, TimingConfig, call_measure_on_cpu, confirmed, measure_pairs
 from pytest_cudal1.timing_stats import pool_runs
@@ -59,7 +59,7 @@ class JudgeConfig:
     call_measure: bool = True  # on a GPU, also time the call measure (``--cudal1-no-call-measure``: kernel only)
     # Every candidate gets trial recipes of its own and the reference recomputes them (``--cudal1-fresh-trials``).
     fresh_trials: bool = False
-    lookahead: int | None = None  # items ahead whose workers start while one is judged; None: ``spares.lookahead``
+    lookahead: int = 1  # items ahead whose workers start while one is judged (``--cudal1-lookahead``)
 
 
 class Judge:
@@ -72,7 +72,7 @@ class Judge:
         self.gpu = gpu
         self.on_phase = on_phase  # told (phase, record, ended) for progress on the terminal
         self.closing = Closing()  # workers of items judged, asked to exit: reaped before the next one's calls
-        depth = cfg.lookahead or lookahead(gpu)
+        depth = max(1, cfg.lookahead)
         self.references = ReferencePool(cfg, self.closing, blanks=depth)
         self._bandwidth: float | None = None
         self.output_bytes: int | None = 0  # None: the reference returns views of its inputs

@@ -22,8 +22,9 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
     ("judge-seed", "int", None, "seed of timing inputs, order and audits, and of every task's trial recipes, to "
                                 "reproduce a run (default: drawn per item after the candidate is built, recorded "
                                 "as judge_seed; trial recipes per task, never recorded)"),
-    ("lookahead", "int", None, "items ahead whose workers (candidate, reference) start while one is judged "
-                               "(default: 1 on a CPU machine; on a GPU machine one per 8 cores, up to 3)"),
+    ("lookahead", "int", 1, "items ahead whose workers (candidate, reference) start while one is judged; more "
+                            "keeps short items from waiting for a start where cores are spare (on a CPU machine "
+                            "every start is waited for before timing)"),
     ("fresh-trials", "bool", False, "give every candidate trial recipes of its own, the reference recomputed for "
                                     "each (default: a task's recipes are drawn once per run, its reference outputs "
                                     "reused by its candidates)"),

@@ -2,7 +2,7 @@
 
 Only trusted work overlaps an item: a spare imports no candidate code until its own item sends
 ``load``. Spares are started for the next (task, candidate) pairs when they are known, as many items
-ahead as ``lookahead`` (sized to the cores); when they are not yet (the optimizer's next round, a
+ahead as ``--cudal1-lookahead``; when they are not yet (the optimizer's next round, a
 trainer's next group: their code is still to be written), one for whichever comes (``prefetch_any``):
 it preloads only what every candidate needs and learns the candidate's folders at ``load``. That also
 lets a spare started for a candidate that is not judged next (a task budget ended its round, a test was
@@ -17,7 +17,6 @@ items between would lose. The reference pool keeps the next task's spare referen
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Sequence
 
 from kernelbench.loaders import Task
@@ -28,18 +27,6 @@ from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 ANY = ("", "", "")  # the key of a spare started for whichever candidate comes next
 FOLDERS_READ_AT_IMPORT = {"numba"}  # preloads that read a candidate's cache folder when imported (``builds.folders``)
-CORES_PER_SPARE = 8  # a start takes a core or two for seconds; the rest are the builds' and the timed process's
-MOST_AHEAD = 3
-
-
-def lookahead(gpu: bool, cores: int | None = None) -> int:
-    """How many items ahead candidate workers start: one on a CPU machine (there every start is waited for
-    before timing, so a deeper one only delays the measurement), else one per ``CORES_PER_SPARE`` cores, up to
-    ``MOST_AHEAD``. Items shorter than a start (rejected in a second) left the next one waiting on a 16-core
-    H100 with one (``candidate_import``, session 34)."""
-    if not gpu:
-        return 1
-    return max(1, min(MOST_AHEAD, (cores or os.cpu_count() or 1) // CORES_PER_SPARE))
 
 
 def spare_key(task: Task, candidate: Candidate) -> tuple[str, str, str]:

@@ -30,7 +30,7 @@ from pytest_cudal1.workers.process import WorkerFailure
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_judge(tmp_path: Path, lookahead: int | None = None) -> Judge:
+def make_judge(tmp_path: Path, lookahead: int = 1) -> Judge:
     cfg = JudgeConfig(seed=3, workdir=tmp_path, trials=2, lookahead=lookahead,
                       timing=TimingConfig(budget_s=0.3, min_pairs=3, max_pairs=4, warmup=1))
     return Judge(cfg, BuildPool(tmp_path, 300, None), gpu=False)
