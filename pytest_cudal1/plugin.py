@@ -161,8 +161,6 @@ class CudaL1Session:
         self.html_path: Path | None = None
         self._judge: Any = None
         self.remote: Any = None  # the Ray cluster's judges (``ray_judge.RayJudge``), with --cudal1-ray
-        self._items: list[JudgedItem] = []  # the judged items in the order they run here (not under xdist)
-        self._place: dict[str, int] = {}  # an item's node id -> its place in ``_items``
 
     # -------------------------------------------------------- collection ---
 
@@ -246,9 +244,9 @@ class CudaL1Session:
             for item in items:
                 if judge.unavailable(item.candidate) is None:
                     judge.builds.submit(item.candidate, judge.gpu, item.task)
-            if not hasattr(self.config, "workerinput"):  # an xdist worker learns its first item only when it runs
-                self._place = {item.nodeid: i for i, item in enumerate(items)}
-                self._items = items
+            if not hasattr(self.config, "workerinput"):  # an xdist worker learns its items only as they run
+                for i, item in enumerate(items):
+                    item.next_judged = items[i + 1:i + 1 + judge.spares.depth]
                 judge.prefetch([(i.task, i.candidate) for i in items[:judge.spares.depth]])  # start while pytest sets up
             self.progress.started(len(items))
 
@@ -306,15 +304,11 @@ class CudaL1Session:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        """Tell a judged item which items run next here, so their workers can start early: under xdist only the
-        next one is known (the scheduler hands out the rest later)."""
-        if not isinstance(item, JudgedItem):
-            return
-        at = self._place.get(item.nodeid)
-        if at is None:  # under xdist
+        """Under xdist, tell a judged item which item runs next here, so its worker can start early: only that
+        one is known (the scheduler hands out the rest later; without xdist, collection told each item its next
+        ones)."""
+        if isinstance(item, JudgedItem) and hasattr(self.config, "workerinput"):
             item.next_judged = [nextitem] if isinstance(nextitem, JudgedItem) else []
-        else:
-            item.next_judged = self._items[at + 1:at + 1 + self._judge.spares.depth]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:

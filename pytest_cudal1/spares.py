@@ -74,7 +74,7 @@ class Spares:
             try:
                 self.waiting[0][1].start_request("ready", {"device": True})
             except WorkerFailure:  # it died: its item starts its own
-                self.waiting.pop(0)[1].close()
+                self._drop(self.waiting[0])
         self.references.to_device()
 
     def await_ready(self) -> None:
@@ -86,8 +86,7 @@ class Spares:
                 try:
                     spare[1].finish_all(self.timeout)
                 except WorkerFailure:
-                    self.waiting.remove(spare)
-                    spare[1].close()
+                    self._drop(spare)
         self.references.await_spare()
         self.references.await_blank()
 
@@ -99,8 +98,7 @@ class Spares:
         started for an item that was skipped or deselected. It learns its candidate's folders at ``load``, so it
         serves this one, unless it preloaded a library that read the other's folders at import (numba)."""
         for spare in [s for s in self.waiting if s[1].proc.poll() is not None]:  # died while it waited
-            self.waiting.remove(spare)
-            spare[1].close()
+            self._drop(spare)
         for i, (key, _) in enumerate(self.waiting):
             if key == spare_key(task, candidate):
                 return self.waiting.pop(i)[1], "spare"
@@ -115,6 +113,10 @@ class Spares:
             return worker, "spare_other"
         worker.close()
         return self.start(task, candidate), "fresh"
+
+    def _drop(self, spare: tuple[tuple[str, str, str], WorkerProcess]) -> None:
+        self.waiting.remove(spare)
+        spare[1].close()
 
     def close(self) -> None:
         for _, worker in self.waiting:
