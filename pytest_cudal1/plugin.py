@@ -270,6 +270,7 @@ class CudaL1Session:
                 max_pairs=setting(self.config, "max-pairs"), target_rel_ci=setting(self.config, "target-ci"),
                 call_timeout=setting(self.config, "call-timeout"),
                 graphs=not setting(self.config, "eager-short"), short_ms=setting(self.config, "sample-ms"),
+                call_sample_ms=setting(self.config, "call-sample-ms"),
             ),
             custom_kernels_only=self.custom_kernels_only,
             list_kernels=not setting(self.config, "no-kernel-list"),

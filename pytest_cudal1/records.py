@@ -103,7 +103,7 @@ class JudgedRecord:
     global_flags_set: list[str] = dataclasses.field(default_factory=list)  # allowed settings the candidate changed
     phase_s: dict[str, float] = dataclasses.field(default_factory=dict)  # wall clock per judging phase
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)  # gpu, driver, cuda, torch, host
-    # The ``call`` measure: one eager call per sample as a user makes it, launch included (``timing``'s docs).
+    # The ``call`` measure: eager calls as a user makes them, each in a region of its own, launch included (``timing``'s docs).
     call_timing: PairedTiming | None = None
     reward_measure: str = "kernel"  # the measure the reward was taken from (``--cudal1-speedup``)
     task_sha256: str | None = None  # the task source's hash: the exemplar database's key

@@ -21,10 +21,11 @@ replays it (``timed_loop.TimedLoop``), so Python's launch rate does not set the
 time; when either side cannot be captured, both run the calls eagerly and the
 result says why.
 
-Two measures per pair (``TimingConfig.measure``): ``kernel``, the above, and ``call``: one eager call
-per sample with no hold before it, so the region spans the host's launch of the call as well as the
-device's work on it (what a user's eager call costs; KernelBench, CUDA-L1 and Triton's ``do_bench``
-time calls this way). On the CPU the two are one measurement (``call_measure_on_cpu``). A candidate that wins only by launching less (a CUDA-graph wrapper, fewer
+Two measures per pair (``TimingConfig.measure``): ``kernel``, the above, and ``call``: eager calls,
+each in a region of its own after the L2 flush with no hold before it, so the region spans the host's launch
+of the call as well as the device's work on it (what a user's eager call costs; KernelBench, CUDA-L1 and
+Triton's ``do_bench`` time calls this way). On a GPU a sample holds as many such regions as fit
+``call_sample_ms`` (calls chosen from the reference alone), so its requests and checks are paid once for them. On the CPU the two are one measurement (``call_measure_on_cpu``). A candidate that wins only by launching less (a CUDA-graph wrapper, fewer
 kernels) ties under ``kernel`` and wins under ``call``.
 
 Samples rotate among buffer placements (graph captures, or eager memory pools;
@@ -63,6 +64,8 @@ from pytest_cudal1.timing_stats import (bootstrap_median_ci, counted_pairs, devi
 from pytest_cudal1.workers.process import WorkerFailure, WorkerProcess
 
 MIN_PAIRS = 3
+# The most calls, each a region of its own, of one ``call`` measure sample (``TimingConfig.call_sample_ms``).
+CALL_REGIONS = 16
 # Work still running elsewhere after the call returned is always counted; it is worth a warning from here on.
 ESCAPED_WARN_MS = 0.02
 ESCAPED_WARN_SHARE = 0.05
@@ -76,6 +79,10 @@ class TimingConfig:
     budget_s: float = 10.0
     target_rel_ci: float = 0.02
     short_ms: float = 1.0
+    # The ``call`` measure's calls shorter than this are timed several to a sample on a GPU (at most
+    # ``CALL_REGIONS``), each in a region of its own, so that a sample's regions last about this long: a sample's
+    # requests and checks cost ~7 ms on an H100 (session 34), around calls of 0.1-0.3 ms. 0: one call a sample.
+    call_sample_ms: float = 5.0
     audit_rate: float = 0.2
     call_timeout: float = 60.0
     graphs: bool = True  # replay short kernels' calls as a CUDA graph (eager batches when False)
@@ -226,10 +233,13 @@ def measure_pairs(
         if bad is not None:
             raise AuditFailure(bad, -1)
     ref_warm = statistics.median(warm_ref)
-    calls = 1 if ref_warm >= cfg.short_ms or as_called else \
-        min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
+    if as_called:  # each call a region of its own (on a GPU): as many as fit the sample's length, none beyond it
+        events = ref_sample.get("event_ms") is not None
+        calls = min(CALL_REGIONS, max(1, math.floor(cfg.call_sample_ms / max(ref_warm, 1e-4)))) if events else 1
+    else:
+        calls = 1 if ref_warm >= cfg.short_ms else min(1000, max(1, math.ceil(cfg.short_ms / max(ref_warm, 1e-4))))
     graph, eager_because, on_trial = False, "", 0
-    if calls > 1 and cfg.graphs and ref_sample.get("event_ms") is not None:
+    if calls > 1 and cfg.graphs and not as_called and ref_sample.get("event_ms") is not None:
         eager_because, shared[:] = _capture(reference, candidate, calls, cfg.placements,
                                             cfg.call_timeout * calls + 60, cfg.reserve_bytes)
         placements = shared[0]
@@ -315,7 +325,8 @@ def measure_pairs(
     yardstick, idle = "reference's harness overhead", []
     if hidden > bound:  # a sample longer than the reference's has a slower harness around it: measure that
         wall.lap("statistics")
-        idle = unreported.idle_overheads(reference, statistics.median(cand_ms) * calls, cfg.call_timeout * calls)
+        idle = unreported.idle_overheads(reference, statistics.median(cand_ms) * calls, cfg.call_timeout * calls,
+                                         regions=calls if as_called else 1)
         wall.lap("idle_samples")
         hidden, bound = unreported.against_idle(overheads["candidate"], idle)
         yardstick = "the harness's overhead around idle samples as long as the candidate's"
@@ -341,10 +352,15 @@ def measure_pairs(
                             f"{n} of {pairs} samples (host-bound); the queueing time was counted")
     method = ("cuda events, L2 flushed, other streams' tail counted" if clock == "cuda_event" else "host perf_counter")
     if as_called:
-        method = ("call measure: one eager call per sample as a user makes it, launch included"
+        method = ("call measure: " + ("one eager call per sample as a user makes it" if calls == 1 else
+                                      f"eager calls as a user makes them, {calls} a sample, each in a region of its "
+                                      "own after the L2 flush")
+                  + ", launch included"
                   + (" (no hold before the start event), " if clock == "cuda_event" else " (the host clock around it), ")
                   + method)
-    method += ", rotated input sets with fresh values per call" + (f", {calls} calls per sample (short kernel)" if calls > 1 else "")
+    method += ", rotated input sets with fresh values per call"
+    if calls > 1 and not as_called:
+        method += f", {calls} calls per sample (short kernel)"
     wall.lap("statistics")
     if graph:
         method += f", replayed as one CUDA graph ({placements} captures with buffers of their own, rotated)"

@@ -56,13 +56,14 @@ def against_idle(candidate: list[float], idle: list[float]) -> tuple[float, floa
     return statistics.median(candidate) - statistics.median(idle), _allowed(error, idle)
 
 
-def idle_overheads(reference: WorkerProcess, sample_ms: float, timeout: float) -> list[float]:
+def idle_overheads(reference: WorkerProcess, sample_ms: float, timeout: float, regions: int = 1) -> list[float]:
     """The controller-seen overhead around ``IDLE_SAMPLES`` samples of nothing ``sample_ms`` long in the reference
-    worker (``timed_loop.idle_sample``), waited for as a timed sample is."""
+    worker (``timed_loop.idle_sample``; in ``regions`` parts as a ``call`` measure sample's calls), waited for as a
+    timed sample is."""
     overheads = []
     for i in range(IDLE_SAMPLES):
         t0 = time.perf_counter()
-        sample = reference.request("time_idle", {"ms": sample_ms, "asleep": i % 2 == 1}, timeout)
+        sample = reference.request("time_idle", {"ms": sample_ms, "asleep": i % 2 == 1, "regions": regions}, timeout)
         overheads.append((time.perf_counter() - t0) * 1e3 - float(sample["host_ms"]))
     return overheads
 

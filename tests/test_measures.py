@@ -1,7 +1,7 @@
 """Both speed measures (``kernel``, ``call``) for every pair, and the reward's choice between them (issue 14, item 15).
 
 ``kernel`` is today's measure (short calls replayed as CUDA graphs on the GPU, a hold before the region);
-``call`` is one eager call per sample as a user makes it, launch included. On the CPU both are the host
+``call`` is eager calls as a user makes them, each in a region of its own, launch included. On the CPU both are the host
 clock around eager calls, one measurement whose pairs both records hold (the method says so), so the
 record, summary, storage, report and reward selection are exercised here; the worker-level ``call``
 sample runs on the CPU through ``benchmarks/call_overhead.py``; the GPU's difference has a ``gpu`` test.
@@ -170,6 +170,23 @@ def test_no_call_measure_times_the_kernel_measure_alone(layout: Path) -> None:
     assert record["verdict"]["reason"] == "OK", result.stdout.str()
     assert record["call_timing"] is None and record["call_speedup"] is None
     assert record["timing"]["pairs"] >= 3 and record["reward"] == rounded_toward_one(record["speedup"])
+
+
+@pytest.mark.gpu
+def test_short_calls_are_timed_several_to_a_call_measure_sample(default_run, layout: Path) -> None:
+    """On a GPU a call-measure sample of a short call holds several, each in a region of its own, so the sample's
+    requests and checks are paid once for them; ``--cudal1-call-sample-ms=0`` times one call a sample."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    _, (record,), _ = default_run
+    method = record["call_timing"]["method"]
+    regions = re.search(r"eager calls as a user makes them, (\d+) a sample, each in a region of its own", method)
+    assert record["verdict"]["reason"] == "OK" and regions and int(regions.group(1)) > 1, method
+    result, (one,), _ = judged(layout, "one-call", "--cudal1-call-sample-ms=0")
+    assert one["verdict"]["reason"] == "OK", result.stdout.str()
+    assert one["call_timing"]["method"].startswith("call measure: one eager call per sample"), one["call_timing"]
 
 
 def test_a_record_round_trips_with_both_measures(default_run) -> None:

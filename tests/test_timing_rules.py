@@ -17,7 +17,7 @@ from pytest_cudal1.records import JudgedRecord, PairedTiming, TimingSummary, Ver
 from pytest_cudal1.timing import AuditFailure, _check_clocks, confirmed
 from pytest_cudal1.timing_stats import counted_ms, device_ms, pool_runs, sample_ms, summarize, tail_ms
 from pytest_cudal1.trials import run_call
-from pytest_cudal1.workers import memory
+from pytest_cudal1.workers import memory, timed_loop
 from pytest_cudal1.workers.timed_loop import Flusher, TimedLoop, timed_sample
 from pytest_cudal1.workers.timing_inputs import TimingInputs
 
@@ -262,6 +262,37 @@ def test_host_work_done_while_the_gpu_holds_is_counted() -> None:
     sample, _ = timed_sample(loop, 0, 1, "cuda", flush)
     assert sample["event_ms"] < 0.3 and sample["enqueue_ms"] >= 0.5
     assert sample_ms(sample)[0] == sample["enqueue_ms"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_call_measure_sample_times_each_call_in_a_region_of_its_own() -> None:
+    """Without the hold (the ``call`` measure) each call of a sample is a region: ``before``, the flush and an idle
+    GPU ahead of each. A call of 2 ms of host work and then a ~2 ms kernel: in one region of four calls each
+    call's host work would overlap the kernel before it (~2.5 ms a call); a region each, host then kernel, ~4 ms."""
+    befores = []
+
+    def call(args: list[torch.Tensor]) -> torch.Tensor:
+        until = time.perf_counter() + 2e-3
+        while time.perf_counter() < until:
+            pass
+        torch.cuda._sleep(4_000_000)  # ~2 ms at 2 GHz
+        return args[0] + 1
+
+    loop, flush = TimedLoop(call, TimingInputs([torch.ones(1024, device="cuda")], "cuda")), Flusher("cuda")
+    loop.place(4, 1)
+    sample, outs = timed_sample(loop, 0, 4, "cuda", flush, before=lambda: befores.append(1), hold=False)
+    assert len(outs) == 4 and len(befores) == 4 and sample["calls"] == 4
+    assert 3.4 < sample["event_ms"] < 8 and 3.4 < sample["host_ms"] < 8, sample
+
+
+def test_idle_samples_run_in_as_many_regions_as_the_candidates_calls() -> None:
+    """The second yardstick of unreported time mirrors a ``call`` sample: what comes before each region runs
+    between its parts, outside their time."""
+    between = []
+    sample = timed_loop.idle_sample(8.0, asleep=False, regions=4, between=lambda: (between.append(1), time.sleep(0.01)))
+    assert len(between) == 4
+    assert 8.0 <= sample["host_ms"] < 8.0 + 4 * 10.0 * 0.5  # the parts' 8 ms, not the 40 ms slept between them
 
 
 # Disarms the tamper watch through ``gc`` (any code in the worker can) and reports a share of each sample's time:

@@ -485,8 +485,13 @@ class ReferenceWorker:
         return sample
 
     def time_idle(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A sample of nothing as long as the candidate's, a yardstick for its unreported time (``unreported``)."""
-        return timed_loop.idle_sample(float(body["ms"]), bool(body.get("asleep")))
+        """A sample of nothing as long as the candidate's, a yardstick for its unreported time (``unreported``), in as
+        many regions as its calls had (the ``call`` measure), each after what comes before a timed one."""
+        assert self.flush is not None
+        flush = self.flush
+        return timed_loop.idle_sample(
+            float(body["ms"]), bool(body.get("asleep")), int(body.get("regions", 1)),
+            lambda: timed_loop.between_calls(process_state.reset_persisting_l2, flush, self.device))
 
     def digests(self, _body: Any) -> dict[str, Any]:
         """The last sample's output digests, a request of its own as in the candidate worker; the

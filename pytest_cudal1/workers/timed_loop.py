@@ -98,7 +98,7 @@ class TimedLoop:
         self.graph_calls = 0
         self.pools: list[Any] = []  # eager placements' memory pools (None on the CPU)
         self.pool_calls = 0
-        self.readied: tuple[Callable[[], list[Any]], bool] | None = None  # the next sample (``set_up``)
+        self.readied: tuple[Callable[..., list[Any]], bool] | None = None  # the next sample (``set_up``)
         self.held_bytes = 0  # device memory the last ``place``/``capture`` took beyond the input sets
         self.pass_bytes = 0  # the outputs of one eager placement's pass (``place``)
         if inputs.device.startswith("cuda"):  # both workers, before either sizes its placements
@@ -176,14 +176,15 @@ class TimedLoop:
             raise RuntimeError(f"no eager placements for {calls} calls a sample (the controller asks for them first)")
         return turn % len(self.pools)
 
-    def prepare(self, turn: int, calls: int, graph_wanted: bool) -> tuple[Callable[[], list[Any]], bool]:
+    def prepare(self, turn: int, calls: int, graph_wanted: bool) -> tuple[Callable[..., list[Any]], bool]:
         """Pick the sets of the sample of ``turn``, refilled already (outside the timed region); return what the
-        region runs and whether it is a graph replay (only if asked for: the controller times both sides alike)."""
+        region runs (``run(part)``: the calls of that slice, all by default; a replay is all of them) and whether
+        it is a graph replay (only if asked for: the controller times both sides alike)."""
         k = self.block(turn, calls, graph_wanted)
         if self._graphed(calls, graph_wanted):
             graph, outs = self.graphs[k]
             self.inputs.select(calls, first=k * calls)
-            return (lambda: (_graph_replay(graph), outs)[1]), True
+            return (lambda part=slice(None): (_graph_replay(graph), outs)[1]), True
         pool = self.pools[k]
         if pool is not None:
             memory.hand_back_stranded()
@@ -192,10 +193,10 @@ class TimedLoop:
         with self._in(pool):
             guards.poison(self.poison, self.inputs.device)
 
-        def run() -> list[Any]:
+        def run(part: slice = slice(None)) -> list[Any]:
             # No glibc fill here (trials have it): it would charge a memset to every byte a call allocates.
             with self._in(pool):
-                return [self.call(args) for args in batches]
+                return [self.call(args) for args in batches[part]]
         return run, False
 
     def set_up(self, turn: int, calls: int, graph_wanted: bool) -> None:
@@ -370,7 +371,8 @@ HONEST_TAIL_MS = 0.05
 def timed_sample(loop: TimedLoop, turn: int, calls: int, device: str, flush: Flusher, idle_sync: float = 0.0,
                  before: Callable[[], None] = lambda: None, graph: bool = False,
                  hold: bool = True) -> tuple[dict[str, Any], list[Any]]:
-    """One sample: ``calls`` forward calls on fresh inputs inside one measured region (``TimedLoop``), as the
+    """One sample: ``calls`` forward calls on fresh inputs in one measured region (``TimedLoop``; the ``call``
+    measure's on a GPU: a region each), as the
     worker's ``set_up`` request made it ready (else ``turn`` picks the capture or placement here); the reference
     worker refilled its inputs in between.
 
@@ -390,52 +392,79 @@ def timed_sample(loop: TimedLoop, turn: int, calls: int, device: str, flush: Flu
     is missing from the replay, whose outputs are checked), so its tail is not counted:
     after bandwidth-heavy replays honest tails reached 76 us on the H200 (session 6).
     Without ``hold`` (the ``call`` measure) no spin kernel runs: the GPU is idle at the start
-    event, so the region spans the host's launch of the calls too, as a user's eager call does.
+    event, so the region spans the host's launch of the call too, as a user's eager call does;
+    each call is a region of its own then, ``before``, the L2 flush and a synchronize ahead of
+    each (``between_calls``), and the sample's figures are the regions' means.
     Returns per-call times (events and host clock) and every call's output.
     ``before`` runs outside the region (e.g. resetting the persisting-L2 limit).
     """
     run, graphed = loop.readied or loop.prepare(turn, calls, graph)
     loop.readied = None
+    if not device.startswith("cuda"):
+        between_calls(before, flush, device)
+        t0 = _perf_counter_ns()
+        outs = run()
+        t1 = _perf_counter_ns()
+        return {"event_ms": None, "enqueue_ms": None, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls,
+                "escaped_ms": 0.0, "graph": graphed}, outs
+    parts = [slice(None)] if hold or graphed else [slice(i, i + 1) for i in range(calls)]
+    outs, totals = [], [0.0, 0.0, 0.0, 0.0]  # event, enqueue, host and escaped ms, summed over the regions
+    for part in parts:
+        between_calls(before, flush, device)
+        region = _region(lambda: run(part), hold, graphed, idle_sync)
+        outs += region[0]
+        totals = [t + r for t, r in zip(totals, region[1:])]
+    event_ms, enqueue_ms, host_ms, escaped = totals
+    return {"event_ms": event_ms / calls, "enqueue_ms": enqueue_ms / calls, "host_ms": host_ms / calls,
+            "calls": calls, "escaped_ms": escaped, "graph": graphed}, outs
+
+
+def between_calls(before: Callable[[], None], flush: Flusher, device: str) -> None:
+    """What comes before every measured region, outside it: ``before``, the L2 flush, the device idle."""
     before()
     flush()
     runtime.sync(device)
-    escaped = 0.0
-    if device.startswith("cuda"):
-        held, start, end = (_Event(enable_timing=True) for _ in range(3))
-        t0 = _perf_counter_ns()
-        held.record()
-        if hold:
-            _gpu_sleep(HOLD_CYCLES)
-        start.record()
-        queued = _perf_counter_ns()
-        outs = run()
-        end.record()
-        enqueue_ms = (_perf_counter_ns() - queued) / 1e6 / calls
-        _spin_until(end)
-        stream_done = _perf_counter_ns()
-        runtime.sync(device)
-        t1 = _perf_counter_ns()
-        if not graphed:  # a replay runs only what was captured, joined into the graph: nothing escapes it
-            escaped = max(0.0, (t1 - stream_done) / 1e6 - idle_sync - HONEST_TAIL_MS)
-        event_ms = start.elapsed_time(end) / calls
-        t1 -= int(held.elapsed_time(start) * 1e6)  # the host clock, less the hold the harness queued
-    else:
-        t0 = _perf_counter_ns()
-        outs = run()
-        t1 = _perf_counter_ns()
-        event_ms = enqueue_ms = None
-    return {"event_ms": event_ms, "enqueue_ms": enqueue_ms, "host_ms": (t1 - t0) / 1e6 / calls, "calls": calls,
-            "escaped_ms": escaped, "graph": graphed}, outs
 
 
-def idle_sample(ms: float, asleep: bool) -> dict[str, Any]:
-    """A sample of nothing ``ms`` long, the host spinning on its clock or asleep (``unreported.idle_overheads``): the
-    harness's own time around a sample that long."""
+def _region(run: Callable[[], list[Any]], hold: bool, graphed: bool,
+            idle_sync: float) -> tuple[list[Any], float, float, float, float]:
+    """One measured region on CUDA (``timed_sample``): the outputs, then its event, enqueue and host times and the
+    escaped tail, in ms for the whole region."""
+    held, start, end = (_Event(enable_timing=True) for _ in range(3))
     t0 = _perf_counter_ns()
-    if asleep:
-        time.sleep(ms / 1e3)
-    else:
-        end = t0 + int(ms * 1e6)
-        while _perf_counter_ns() < end:
-            pass
-    return {"host_ms": (_perf_counter_ns() - t0) / 1e6, "calls": 1}
+    held.record()
+    if hold:
+        _gpu_sleep(HOLD_CYCLES)
+    start.record()
+    queued = _perf_counter_ns()
+    outs = run()
+    end.record()
+    enqueue_ms = (_perf_counter_ns() - queued) / 1e6
+    _spin_until(end)
+    stream_done = _perf_counter_ns()
+    runtime.sync("cuda")
+    t1 = _perf_counter_ns()
+    escaped = 0.0
+    if not graphed:  # a replay runs only what was captured, joined into the graph: nothing escapes it
+        escaped = max(0.0, (t1 - stream_done) / 1e6 - idle_sync - HONEST_TAIL_MS)
+    t1 -= int(held.elapsed_time(start) * 1e6)  # the host clock, less the hold the harness queued
+    return outs, start.elapsed_time(end), enqueue_ms, (t1 - t0) / 1e6, escaped
+
+
+def idle_sample(ms: float, asleep: bool, regions: int = 1,
+                between: Callable[[], None] = lambda: None) -> dict[str, Any]:
+    """A sample of nothing ``ms`` long, the host spinning on its clock or asleep (``unreported.idle_overheads``): the
+    harness's own time around a sample that long. In ``regions`` parts, ``between`` ahead of each, as a ``call``
+    measure sample runs its calls (``timed_sample``); only the parts are its time."""
+    host_ns = 0
+    for _ in range(regions):
+        between()
+        t0 = _perf_counter_ns()
+        if asleep:
+            time.sleep(ms / regions / 1e3)
+        else:
+            end = t0 + int(ms / regions * 1e6)
+            while _perf_counter_ns() < end:
+                pass
+        host_ns += _perf_counter_ns() - t0
+    return {"host_ms": host_ns / 1e6, "calls": 1}
