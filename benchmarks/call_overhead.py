@@ -4,7 +4,7 @@ For each module: a bare loop of eager calls in one process (host clock around ea
 synchronize after it on CUDA, and there CUDA events around it too, as Triton's ``do_bench`` takes them),
 the same loop in a process with the workers' OpenMP setting, the harness's ``call`` sample run in this
 process (refilled inputs, no worker, no pipe), then the same module judged against itself by real reference and candidate workers under the ``call``
-measure (one eager call per sample) and, for comparison, the ``kernel`` measure. The overhead is the
+measure (eager calls, each in a region of its own) and, for comparison, the ``kernel`` measure. The overhead is the
 harness's recorded median per call less the bare loop's median.
 
     python benchmarks/call_overhead.py --out results.json [--pairs 100] [--calls 300]
