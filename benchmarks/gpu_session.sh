@@ -35,7 +35,7 @@
 # throughput (benchmarks/throughput.py: one batch judged by ours, KernelBench's and CUDA-L1's harnesses; needs
 # .device/a100.jsonl and .device/anchors/) with TP_HARNESSES (default ours,kernelbench,cudal1) and TP_ARGS
 # (split on spaces: e.g. "--records 6 --rollouts 2 --ours-args=--cudal1-trials=3"); results in throughput/; TP_ARGS2 runs
-# it again with those arguments, results in throughput-2/.
+# it again with those arguments, results in throughput-2/ (and TP_ARGS3 in throughput-3/).
 # Results are packed into $OUT every 20 s and after every phase, so a call cut short still returns them;
 # nvidia-smi-trace.csv beside them has the card's clocks, power and temperatures every 200 ms.
 # Needs: .device/kb_l1.jsonl (the chosen KernelBench tasks, copied from ../shared, never committed) and, for
@@ -145,9 +145,10 @@ PY
             python3 benchmarks/train_smoke.py --tasks .device/kb_rewrites.jsonl --out "$stage/train" \
                 --steps "${TRAIN_STEPS:-30}" >"$stage/train.log" 2>&1
             rm -rf "$stage/train/model" "$stage/train/work" "$stage/train/train/rl/final" ;;
-        throughput)  # and once more with TP_ARGS2 where set (a lever against the same machine), in throughput-2/
+        throughput)  # and again with TP_ARGS2, TP_ARGS3 where set (levers against the same machine)
             throughput_run throughput ${TP_ARGS:-}; failed=$?
             [ -z "${TP_ARGS2:-}" ] || throughput_run throughput-2 ${TP_ARGS2} || failed=1
+            [ -z "${TP_ARGS3:-}" ] || throughput_run throughput-3 ${TP_ARGS3} || failed=1
             (exit "$failed") ;;
         *) echo "unknown phase $phase" ;;
     esac
