@@ -22,11 +22,12 @@ time; when either side cannot be captured, both run the calls eagerly and the
 result says why.
 
 Two measures per pair (``TimingConfig.measure``): ``kernel``, the above, and ``call``: eager calls,
-each in a region of its own after the L2 flush with no hold before it, so the region spans the host's launch
-of the call as well as the device's work on it (what a user's eager call costs; KernelBench, CUDA-L1 and
-Triton's ``do_bench`` time calls this way). On a GPU a sample holds as many such regions as fit
-``call_sample_ms`` (calls chosen from the reference alone), so its requests and checks are paid once for them. On the CPU the two are one measurement (``call_measure_on_cpu``). A candidate that wins only by launching less (a CUDA-graph wrapper, fewer
-kernels) ties under ``kernel`` and wins under ``call``.
+each in a region of its own after the L2 flush with no hold before it, so the region spans the host's
+launch of the call as well as the device's work on it (what a user's eager call costs; KernelBench,
+CUDA-L1 and Triton's ``do_bench`` time calls this way). On a GPU a sample holds as many such regions as
+fit ``call_sample_ms`` (chosen from the reference alone), so its requests and checks are paid once for
+them. On the CPU the two are one measurement (``call_measure_on_cpu``). A candidate that wins only by
+launching less (a CUDA-graph wrapper, fewer kernels) ties under ``kernel`` and wins under ``call``.
 
 Samples rotate among buffer placements (graph captures, or eager memory pools;
 ``TimingConfig.placements``). A run measures one pair of worker processes; the
