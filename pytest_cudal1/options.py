@@ -39,7 +39,7 @@ SETTINGS: list[tuple[str, str, Any, str]] = [
                                    "sharing the budget; the interval then covers the spread between processes"),
     ("sample-ms", "float", 1.0, "calls shorter than this are batched, each on fresh inputs, so that one kernel-measure "
                                 "sample lasts about this long (longer samples: a larger share of the wall time timed)"),
-    ("call-sample-ms", "float", 2.0, "on a GPU, call-measure calls shorter than this are timed several to a sample "
+    ("call-sample-ms", "float", 0.0, "on a GPU, call-measure calls shorter than this are timed several to a sample "
                                      "(at most 16), each in a region of its own after the L2 flush, so that a "
                                      "sample's regions last about this long; 0: one call a sample"),
     ("eager-short", "bool", False, "time short kernels' batched calls eagerly, not as a replayed CUDA graph"),

@@ -83,8 +83,9 @@ class TimingConfig:
     # The ``call`` measure's calls shorter than this are timed several to a sample on a GPU (at most
     # ``CALL_REGIONS``), each in a region of its own, so that a sample's regions last about this long: a sample's
     # requests and checks cost ~7 ms on an H100 (session 34), around calls of 0.1-0.3 ms. A placement's calls
-    # move at most this long's worth of memory traffic (~7 GB on an H100). 0: one call a sample.
-    call_sample_ms: float = 2.0
+    # move at most this long's worth of memory traffic (~7 GB an H100 at 2 ms). 0 (until measured on a GPU):
+    # one call a sample.
+    call_sample_ms: float = 0.0
     audit_rate: float = 0.2
     call_timeout: float = 60.0
     graphs: bool = True  # replay short kernels' calls as a CUDA graph (eager batches when False)
