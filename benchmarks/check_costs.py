@@ -1,5 +1,5 @@
-"""What the checks of one timed sample cost, per call: the output digests each worker computes, the sampled
-elements each gathers, and the reference worker's comparison of the candidate's elements with its own (in one pass,
+"""What the checks of one timed sample cost, per call: the candidate worker's tamper watch (once a sample), the output
+digests each worker computes, the sampled elements each gathers, and the reference worker's comparison of the candidate's elements with its own (in one pass,
 ``one_pass``, and tensor by tensor, ``compare``, where one fails).
 
 Every timed call's output is checked (docs/anticheat.md), so these costs grow with the calls a sample holds:
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -41,6 +42,16 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     with open(args.out, "w") as out:
+        # The candidate worker's tamper watch (``tamper.TamperWatch.tampered``), once a sample in its ``digests``
+        # request: in a process holding the worker's modules, as the watch sees them there.
+        import pytest_cudal1.workers.candidate  # noqa: F401
+        from pytest_cudal1.workers import tamper
+
+        watch = tamper.TamperWatch()
+        row = {"step": "tamper_watch", "watched": len(watch.objs), "modules": len(sys.modules),
+               "ms": round(_timed(watch.tampered, "cpu", repeats=51) * 1e3, 3)}
+        print(json.dumps(row), flush=True)
+        out.write(json.dumps(row) + "\n")
         for numel, calls in CASES:
             outs = [torch.randn(numel, device=args.device) for _ in range(calls)]
             theirs = digests.sampled_elements(outs, 5, 256)

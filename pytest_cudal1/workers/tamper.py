@@ -28,7 +28,13 @@ _BUILTIN_NAMES = frozenset(n for n in vars(builtins) if not n.startswith("__"))
 SHADOWS = " (a builtin's name)"
 
 
-def _watched() -> dict[str, Any]:
+def _is_harness(name: str, mod: Any) -> bool:
+    # The worker itself runs as ``__main__``: its request loop's globals are as much the harness's.
+    return mod is not None and getattr(getattr(mod, "__spec__", None), "name", name).startswith("pytest_cudal1")
+
+
+def _watched(modules: list[str]) -> dict[str, Any]:
+    """What the watch compares: ``modules`` are the harness's names in ``sys.modules`` (``TamperWatch``)."""
     import ctypes
     import inspect
 
@@ -46,9 +52,9 @@ def _watched() -> dict[str, Any]:
             objs[f"{cls.__module__}.{cls.__qualname__}.{name}"] = inspect.getattr_static(cls, name, None)
     # Every builtin the harness calls (a rebound ``float`` made the wire's encoder refuse every number).
     objs.update({f"builtins.{attr}": val for attr, val in vars(builtins).items() if callable(val)})
-    for name, mod in list(sys.modules.items()):
-        # The worker itself runs as ``__main__``: its request loop's globals are as much the harness's.
-        if mod is not None and getattr(getattr(mod, "__spec__", None), "name", name).startswith("pytest_cudal1"):
+    for name in modules:
+        mod = sys.modules.get(name)
+        if _is_harness(name, mod):
             objs[f"sys.modules[{name!r}]"] = mod  # a stand-in module would serve a later import
             for attr, val in vars(mod).items():
                 if attr in _BUILTIN_NAMES:
@@ -81,12 +87,15 @@ class TamperWatch:
     reports any rebinding."""
 
     def __init__(self) -> None:
+        # The harness's modules, found once: what a check compares depends on no other entry of ``sys.modules``,
+        # and looking through all of them (~1,200 with torch's) was most of a check's ~1 ms, paid every timed sample.
+        self.modules = [name for name, mod in list(sys.modules.items()) if _is_harness(name, mod)]
         # The objects themselves, not their ids: held here, none can be freed and its address reused by a
         # replacement (a float constant rebound twice would otherwise come back at the same id).
-        self.objs = _watched()
+        self.objs = _watched(self.modules)
 
     def tampered(self) -> str | None:
-        now = _watched()
+        now = _watched(self.modules)
         bad = [k for k, v in self.objs.items() if k not in now or now[k] is not v]
         bad += [k for k in now if k.endswith(SHADOWS) and k not in self.objs  # of a module watched before
                 and f"sys.modules[{k.rsplit('.', 1)[0]!r}]" in self.objs]
