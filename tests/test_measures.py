@@ -1,9 +1,9 @@
 """Both speed measures (``kernel``, ``call``) for every pair, and the reward's choice between them (issue 14, item 15).
 
 ``kernel`` is today's measure (short calls replayed as CUDA graphs on the GPU, a hold before the region);
-``call`` is eager calls as a user makes them, each in a region of its own, launch included. On the CPU both are the host
-clock around eager calls, one measurement whose pairs both records hold (the method says so), so the
-record, summary, storage, report and reward selection are exercised here; the worker-level ``call``
+``call`` is eager calls as a user makes them, each in a region of its own, launch included. On the CPU both
+are the host clock around eager calls, one measurement whose pairs both records hold (the method says so), so
+the record, summary, storage, report and reward selection are exercised here; the worker-level ``call``
 sample runs on the CPU through ``benchmarks/call_overhead.py``; the GPU's difference has a ``gpu`` test.
 """
 

@@ -372,9 +372,8 @@ def timed_sample(loop: TimedLoop, turn: int, calls: int, device: str, flush: Flu
                  before: Callable[[], None] = lambda: None, graph: bool = False,
                  hold: bool = True) -> tuple[dict[str, Any], list[Any]]:
     """One sample: ``calls`` forward calls on fresh inputs in one measured region (``TimedLoop``; the ``call``
-    measure's on a GPU: a region each), as the
-    worker's ``set_up`` request made it ready (else ``turn`` picks the capture or placement here); the reference
-    worker refilled its inputs in between.
+    measure's on a GPU: a region each), as the worker's ``set_up`` request made it ready (else ``turn`` picks the
+    capture or placement here); the reference worker refilled its inputs in between.
 
     On CUDA: a spin kernel (the hold), start event, the calls, end event on the current
     stream. The hold keeps the GPU busy while the host queues the first launch, so host
