@@ -1,6 +1,6 @@
-"""What the checks of one timed sample cost, per call: the candidate worker's tamper watch (once a sample), the output
-digests each worker computes, the sampled elements each gathers, and the reference worker's comparison of the candidate's elements with its own (in one pass,
-``one_pass``, and tensor by tensor, ``compare``, where one fails).
+"""What the checks of one timed sample cost, per call: the candidate worker's tamper watch (once a sample), the
+output digests each worker computes, the sampled elements each gathers, and the reference worker's comparison of
+the candidate's elements with its own (in one pass, ``one_pass``, and tensor by tensor, ``compare``, where one fails).
 
 Every timed call's output is checked (docs/anticheat.md), so these costs grow with the calls a sample holds:
 on an H100 they were most of the timing phase (session 30: setup, element checks and digests 40 of 48 s).
